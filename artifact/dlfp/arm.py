@@ -1,0 +1,51 @@
+"""One arm of a trial: a fresh engine, the workload replayed open-loop, the step records.
+
+Both arms of a paired trial go through :func:`run_arm`; they differ only in the DLFP
+``enabled`` flag inside ``spec.dlfp``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from dlfp.driver import EngineTarget, TrialTrace, drive
+from dlfp.engine import EngineSpec, start_engine
+from dlfp.steplog import read_step_log
+from dlfp.workload import Request
+
+
+@dataclass
+class ArmResult:
+    """Client trace plus engine-side steps, both on the trial's time base (seconds)."""
+
+    trace: TrialTrace
+    steps: pd.DataFrame
+
+
+def steps_frame(step_log: Path, t0_monotonic: float) -> pd.DataFrame:
+    """The last engine start's step records, times shifted to the trial's time base."""
+    runs = list(read_step_log(step_log))
+    if not runs:
+        raise RuntimeError(f"no step records in {step_log}: was the DLFP scheduler active?")
+    _, rows = runs[-1]
+    steps = pd.DataFrame(rows)
+    for col in ("schedule_t", "complete_t"):
+        steps[col] = steps[col].astype(float) - t0_monotonic
+    return steps
+
+
+def run_arm(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
+            progress: Callable[[int], None] | None = None) -> ArmResult:
+    """Start an engine for ``spec`` writing steps to ``step_log``, replay, shut down."""
+    spec = replace(spec, dlfp={**spec.dlfp, "step_log": str(step_log)})
+    engine = start_engine(spec)
+    try:
+        trace = asyncio.run(drive(EngineTarget(engine), requests, progress))
+    finally:
+        engine.shutdown()
+    return ArmResult(trace, steps_frame(step_log, trace.t0_monotonic))

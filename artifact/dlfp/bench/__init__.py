@@ -1,0 +1,1 @@
+"""Benchmarks: commands that report ratios measured side by side in one run."""

@@ -1,0 +1,121 @@
+"""DLFP parameters: every knob with its default, unit and valid range, validated in one place.
+
+The same table drives validation of vLLM's ``additional_config["dlfp"]``, the method
+chapter's parameter table and the error messages, so the three cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+SIGNALS = ("schedule", "completion")
+"""Feedback signals: ``schedule`` is the paper's scheduler-call interval; ``completion``
+is the model-execution completion cadence (the completion-timed controller)."""
+
+
+class DLFPConfigError(ValueError):
+    """A DLFP parameter is unknown, of the wrong type or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """Documentation and bounds for one parameter (inclusive bounds unless noted)."""
+
+    name: str
+    default: Any
+    unit: str
+    allowed: str
+    doc: str
+
+
+SPECS: tuple[ParamSpec, ...] = (
+    ParamSpec("enabled", True, "-", "true or false",
+              "Switch control off to get stock scheduling with the same instrumentation."),
+    ParamSpec("itl_slo_ms", 100.0, "ms", "(0, 60000]",
+              "Inter-token latency SLO the target interval derives from."),
+    ParamSpec("target_fraction", 0.5, "-", "(0, 1]",
+              "Target interval T* = target_fraction x itl_slo_ms; headroom for jitter."),
+    ParamSpec("gain", 0.5, "-", "(0, 2]",
+              "Proportional gain k of the law."),
+    ParamSpec("chunk_min", 32, "tokens", "[1, 1048576]",
+              "Smallest prefill chunk a mixed step may get."),
+    ParamSpec("chunk_max", 2048, "tokens", "[chunk_min, 1048576]",
+              "Largest prefill chunk a mixed step may get."),
+    ParamSpec("chunk_init", 256, "tokens", "[chunk_min, chunk_max]",
+              "Chunk before the first guarded cycle."),
+    ParamSpec("signal", "schedule", "-", " or ".join(SIGNALS),
+              "Interval fed to the law: scheduler-call interval (paper) or completion cadence."),
+    ParamSpec("step_log", None, "path", "null or a file path",
+              "JSON-lines file for per-step records (appended; null: no records)."),
+)
+
+_MAX_TOKENS = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class DLFPParams:
+    """Validated DLFP parameters; construct with :func:`parse_params` or keyword arguments."""
+
+    enabled: bool = True
+    itl_slo_ms: float = 100.0
+    target_fraction: float = 0.5
+    gain: float = 0.5
+    chunk_min: int = 32
+    chunk_max: int = 2048
+    chunk_init: int = 256
+    signal: str = "schedule"
+    step_log: str | None = None
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def target_interval_s(self) -> float:
+        """T*, the interval the law steers toward, in seconds."""
+        return self.itl_slo_ms * self.target_fraction / 1000.0
+
+
+def _fail(name: str, value: Any, allowed: str) -> DLFPConfigError:
+    return DLFPConfigError(f"dlfp parameter {name!r} = {value!r} is invalid: allowed {allowed}")
+
+
+def _allowed(name: str) -> str:
+    return next(s.allowed for s in SPECS if s.name == name)
+
+
+def _check_number(p: DLFPParams, name: str, kind: type, lo: float, hi: float, lo_open: bool) -> None:
+    value = getattr(p, name)
+    ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        ok_type = ok_type and float(value).is_integer()
+    if not ok_type or not ((lo < value) if lo_open else (lo <= value)) or not value <= hi:
+        raise _fail(name, value, _allowed(name))
+
+
+def _validate(p: DLFPParams) -> None:
+    if not isinstance(p.enabled, bool):
+        raise _fail("enabled", p.enabled, _allowed("enabled"))
+    _check_number(p, "itl_slo_ms", float, 0, 60000, lo_open=True)
+    _check_number(p, "target_fraction", float, 0, 1, lo_open=True)
+    _check_number(p, "gain", float, 0, 2, lo_open=True)
+    _check_number(p, "chunk_min", int, 1, _MAX_TOKENS, lo_open=False)
+    _check_number(p, "chunk_max", int, p.chunk_min, _MAX_TOKENS, lo_open=False)
+    _check_number(p, "chunk_init", int, p.chunk_min, p.chunk_max, lo_open=False)
+    if p.signal not in SIGNALS:
+        raise _fail("signal", p.signal, _allowed("signal"))
+    if p.step_log is not None and not (isinstance(p.step_log, str) and p.step_log):
+        raise _fail("step_log", p.step_log, _allowed("step_log"))
+
+
+def parse_params(raw: Mapping[str, Any] | None) -> DLFPParams:
+    """Build parameters from a user mapping; unknown keys are refused by name."""
+    raw = dict(raw or {})
+    known = {f.name for f in fields(DLFPParams)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise DLFPConfigError(
+            f"unknown dlfp parameter(s) {unknown}; known: {sorted(known)}"
+        )
+    return DLFPParams(**raw)

@@ -1,0 +1,164 @@
+"""DLFP inside vLLM 0.32's scheduler: thin glue around :mod:`dlfp.controller`.
+
+vLLM accepts one ``scheduler_cls`` and uses it instead of its own choice between
+``Scheduler`` (synchronous engines) and ``AsyncScheduler`` (async scheduling, the GPU
+default). A plain ``Scheduler`` subclass under async scheduling gives each request a
+token only every other step, so both names exported here pick the variant matching the
+engine's ``scheduler_config.async_scheduling`` when constructed: naming either one is
+always right.
+
+Per step, ``schedule()`` decides from the running/waiting queues whether prefill would
+share the step with running decodes; if so it temporarily lowers the scheduler's token
+budget to ``decodes + cap`` and the per-request prefill threshold to ``cap``, calls
+vLLM's own ``schedule()``, and restores both. Everything else is vLLM's.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+from typing import Any
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from dlfp import __version__
+from dlfp.controller import DLFPController
+from dlfp.params import DLFPParams, parse_params
+from dlfp.signals import StepRecord, StepTracker
+from dlfp.steplog import StepLog
+
+logger = logging.getLogger("dlfp")
+
+STEP_LOG_ENV = "DLFP_STEP_LOG"
+"""Environment variable naming a step-log file; ``step_log`` in the config wins over it."""
+
+
+def params_from_vllm_config(vllm_config: Any) -> DLFPParams:
+    """Read and validate ``additional_config["dlfp"]``; raises ``DLFPConfigError``."""
+    extra = vllm_config.additional_config or {}
+    raw = dict(extra.get("dlfp", {})) if isinstance(extra, dict) else {}
+    params = parse_params(raw)
+    if params.step_log is None and os.environ.get(STEP_LOG_ENV):
+        params = parse_params({**raw, "step_log": os.environ[STEP_LOG_ENV]})
+    return params
+
+
+def _prefill_work(out: SchedulerOutput, prefilling: list[str]) -> tuple[int, int]:
+    """Prefill tokens and requests in a step: new, resumed and mid-prefill requests."""
+    counts = out.num_scheduled_tokens
+    ids = {n.req_id for n in out.scheduled_new_reqs}
+    ids.update(out.scheduled_cached_reqs.resumed_req_ids)
+    ids.update(prefilling)
+    ids.intersection_update(counts)
+    return sum(counts[i] for i in ids), len(ids)
+
+
+class _DLFPMixin:
+    """The DLFP behaviour shared by the sync and async variants."""
+
+    def __new__(cls, vllm_config: Any, *args: Any, **kwargs: Any) -> Any:
+        wanted = DLFPAsyncScheduler if vllm_config.scheduler_config.async_scheduling else DLFPScheduler
+        if cls in (DLFPScheduler, DLFPAsyncScheduler) and cls is not wanted:
+            logger.info("dlfp: %s requested, engine async_scheduling=%s: using %s",
+                        cls.__name__, vllm_config.scheduler_config.async_scheduling,
+                        wanted.__name__)
+            if not issubclass(wanted, cls):
+                # type.__call__ will not run __init__ on an instance of another class.
+                obj = object.__new__(wanted)
+                obj.__init__(vllm_config, *args, **kwargs)
+                return obj
+            cls = wanted
+        return object.__new__(cls)
+
+    def __init__(self, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+        params = params_from_vllm_config(vllm_config)  # fail before vLLM allocates anything
+        super().__init__(vllm_config, *args, **kwargs)
+        # schedule() reads the per-request threshold from scheduler_config; a private
+        # copy keeps the shared VllmConfig unmutated while we lower it for a step.
+        self.scheduler_config = copy.copy(self.scheduler_config)
+        self._base_threshold: int = self.scheduler_config.long_prefill_token_threshold
+        self._base_budget: int = self.max_num_scheduled_tokens
+        self._base_adaptive: bool = self.adaptive_long_prefill_threshold
+        self.dlfp_params = params
+        self.dlfp_controller = DLFPController(params)
+        self._tracker = StepTracker(params.signal)
+        self._inflight: dict[int, StepRecord] = {}
+        self._step = 0
+        self._log = (
+            StepLog(params.step_log, header={
+                "dlfp_version": __version__,
+                "scheduler": type(self).__name__,
+                "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
+                "params": {k: getattr(params, k) for k in params.__slots__},
+                "wall_time": time.time(),
+                "monotonic": time.monotonic(),
+                "pid": os.getpid(),
+            })
+            if params.step_log else None
+        )
+        logger.info("dlfp: %s active with %s", type(self).__name__, params)
+
+    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+        now = time.monotonic()
+        # vLLM keeps the running requests that are mid-prefill in ``_inflight_prefills``
+        # (0.32; it also holds KV-connector fetches, which DLFP does not support), so the
+        # decision costs O(1) instead of a pass over every running request.
+        prefilling = [r.request_id for r in self._inflight_prefills]
+        n_decodes = len(self.running) - len(prefilling)
+        prefill_waiting = bool(prefilling) or len(self.waiting) > 0
+        mixed = prefill_waiting and n_decodes > 0
+        obs = self._tracker.observe(now, mixed)
+        decision = self.dlfp_controller.decide(
+            decodes_running=n_decodes > 0, prefill_waiting=prefill_waiting, obs=obs
+        )
+        if decision.cap is None:
+            out = super().schedule(throttle_prefills)
+        else:
+            self.max_num_scheduled_tokens = min(self._base_budget, n_decodes + decision.cap)
+            self.scheduler_config.long_prefill_token_threshold = (
+                min(self._base_threshold, decision.cap) if self._base_threshold > 0 else decision.cap
+            )
+            self.adaptive_long_prefill_threshold = False
+            try:
+                out = super().schedule(throttle_prefills)
+            finally:
+                self.max_num_scheduled_tokens = self._base_budget
+                self.scheduler_config.long_prefill_token_threshold = self._base_threshold
+                self.adaptive_long_prefill_threshold = self._base_adaptive
+        prefill_tokens, prefill_reqs = _prefill_work(out, prefilling)
+        record = StepRecord(
+            step=self._step, schedule_t=now, complete_t=None, prefill_tokens=prefill_tokens,
+            decode_reqs=len(out.num_scheduled_tokens) - prefill_reqs,
+            total_tokens=out.total_num_scheduled_tokens, cap=decision.cap,
+            signal_s=None if obs is None else obs.interval_s, guarded=decision.updated,
+            target_s=self.dlfp_params.target_interval_s, chunk=self.dlfp_controller.chunk,
+        )
+        self._step += 1
+        self._tracker.scheduled(record)
+        self._inflight[id(out)] = record
+        return out
+
+    def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output: Any) -> Any:
+        record = self._inflight.pop(id(scheduler_output), None)
+        if record is not None:
+            self._tracker.completed(record, time.monotonic())
+            if self._log is not None:
+                self._log.add(record)
+        return super().update_from_output(scheduler_output, model_runner_output)
+
+    def shutdown(self) -> None:
+        if self._log is not None:
+            self._log.close(list(self._inflight.values()))
+        super().shutdown()
+
+
+class DLFPScheduler(_DLFPMixin, Scheduler):
+    """DLFP over vLLM's synchronous ``Scheduler`` (switches to async when the engine is)."""
+
+
+class DLFPAsyncScheduler(DLFPScheduler, AsyncScheduler):
+    """DLFP over vLLM's ``AsyncScheduler`` (switches to sync when the engine is)."""
