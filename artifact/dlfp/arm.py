@@ -7,6 +7,7 @@ Both arms of a paired trial go through :func:`run_arm`; they differ only in the 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ import pandas as pd
 from dlfp.driver import EngineTarget, TrialTrace, drive
 from dlfp.engine import EngineSpec, start_engine
 from dlfp.steplog import read_step_log
+from dlfp.telemetry import TelemetrySampler
 from dlfp.workload import Request
 
 
@@ -25,6 +27,7 @@ class ArmResult:
 
     trace: TrialTrace
     steps: pd.DataFrame
+    telemetry: pd.DataFrame
 
 
 def steps_frame(step_log: Path, t0_monotonic: float) -> pd.DataFrame:
@@ -40,12 +43,21 @@ def steps_frame(step_log: Path, t0_monotonic: float) -> pd.DataFrame:
 
 
 def run_arm(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
-            progress: Callable[[int], None] | None = None) -> ArmResult:
-    """Start an engine for ``spec`` writing steps to ``step_log``, replay, shut down."""
+            progress: Callable[[int], None] | None = None,
+            telemetry_interval_s: float = 0.5) -> ArmResult:
+    """Start an engine for ``spec`` writing steps to ``step_log``, replay, shut down.
+
+    Telemetry is sampled while the workload runs (engine start-up excluded).
+    """
     spec = replace(spec, dlfp={**spec.dlfp, "step_log": str(step_log)})
     engine = start_engine(spec)
     try:
-        trace = asyncio.run(drive(EngineTarget(engine), requests, progress))
+        with TelemetrySampler(telemetry_interval_s, t0_monotonic=0.0) as sampler:
+            trace = asyncio.run(drive(EngineTarget(engine), requests, progress))
     finally:
         engine.shutdown()
-    return ArmResult(trace, steps_frame(step_log, trace.t0_monotonic))
+        del engine  # let vLLM's finalizer run now, not at interpreter exit
+        gc.collect()
+    telemetry = sampler.frame()
+    telemetry["t_s"] -= trace.t0_monotonic
+    return ArmResult(trace, steps_frame(step_log, trace.t0_monotonic), telemetry)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _paired_ci(args: argparse.Namespace) -> int:
@@ -16,6 +17,36 @@ def _paired_ci(args: argparse.Namespace) -> int:
     mean, lo, hi = t_ci(args.values, confidence=args.confidence)
     print(f"n={len(args.values)} mean {mean:.2f}%  {args.confidence:.0%} paired t CI "
           f"[{lo:.2f}%, {hi:.2f}%] (Student's t, {len(args.values) - 1} df)")
+    return 0
+
+
+def _trial(args: argparse.Namespace) -> int:
+    from dlfp.trial import run_trials
+    from dlfp.trialconfig import load_config, parse_config
+
+    config = load_config(args.config) if args.config else parse_config({})
+    manifest = run_trials(config, args.out, progress=not args.quiet)
+    print(f"{args.out}: {manifest['status']}")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from dlfp.analysis import format_report, load_run
+
+    print(format_report(load_run(args.run_dir)))
+    return 0
+
+
+def _import_bench(args: argparse.Namespace) -> int:
+    from dlfp.benchimport import load_bench_json
+    from dlfp.metrics import summarize
+
+    requests, tokens, meta = load_bench_json(args.result)
+    summary = summarize(requests, tokens, args.ttft_slo_ms / 1000.0, args.tpot_slo_ms / 1000.0)
+    print(f"{args.result} ({meta.get('source')}, model {meta.get('model_id')}, "
+          f"rate {meta.get('request_rate')})")
+    for key, value in summary.items():
+        print(f"  {key:>24}: {value:.2f}" if isinstance(value, float) else f"  {key:>24}: {value}")
     return 0
 
 
@@ -35,6 +66,23 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--confidence", type=float, default=0.95)
     ci.set_defaults(func=_paired_ci)
 
+    trial = sub.add_parser("trial", help="run (or resume) paired stock/DLFP trials on a real engine")
+    trial.add_argument("config", nargs="?", help="YAML config (default: the CPU defaults)")
+    trial.add_argument("--out", required=True, type=Path, help="run folder, e.g. data/runs/<id>")
+    trial.add_argument("--quiet", action="store_true", help="no progress bars")
+    trial.set_defaults(func=_trial)
+
+    analyze = sub.add_parser("analyze", help="paper-style paired table from a run folder's raw traces")
+    analyze.add_argument("run_dir", type=Path)
+    analyze.set_defaults(func=_analyze)
+
+    imp = sub.add_parser("import-bench", help="summarize `vllm bench serve --save-detailed` JSON "
+                         "with this artifact's metric definitions")
+    imp.add_argument("result", type=Path)
+    imp.add_argument("--ttft-slo-ms", type=float, default=5000.0)
+    imp.add_argument("--tpot-slo-ms", type=float, default=100.0)
+    imp.set_defaults(func=_import_bench)
+
     bench = sub.add_parser("bench", help="benchmarks (ratios measured side by side)")
     bench_sub = bench.add_subparsers(dest="what", required=True)
     sched = bench_sub.add_parser("schedule", help="DLFP schedule() per-call time over stock vLLM",
@@ -48,9 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError) as exc:  # bad input, refused run folders included
         print(f"dlfp: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("dlfp: interrupted; finished units are kept, rerun the same command to resume",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -226,22 +226,25 @@ class WorkloadSpec:
         return cls(**{**raw, "classes": parsed})
 
 
+PAPER_MIX_CLASSES: tuple[dict[str, Any], ...] = (
+    {"name": "short", "weight": 0.85, "prompt_len": {"uniform": [32, 256]},
+     "output_len": {"uniform": [64, 160]}},
+    {"name": "long", "weight": 0.15, "prompt_len": {"uniform": [1536, 2048]},
+     "output_len": {"uniform": [8, 32]}},
+)
+"""The paper's situation: short interactive requests decoding while long prompts arrive.
+
+The long prompts are what chunked prefill splits; their chunks share steps with the short
+requests' decodes, which is where the chunk size trades prefill speed against ITL."""
+
+
 def paper_mix(n_requests: int = 100, rate_rps: float = 4.0, seed: int = 0,
               vocab_size: int = 32000) -> WorkloadSpec:
-    """The paper's situation: short interactive requests decoding while long prompts arrive.
-
-    The long prompts are what chunked prefill splits; their chunks share steps with the short
-    requests' decodes, which is where the chunk size trades prefill speed against ITL.
-    """
-    return WorkloadSpec(
-        n_requests=n_requests, rate_rps=rate_rps, seed=seed, vocab_size=vocab_size,
-        classes=(
-            RequestClass("short", 0.85, LengthDist("uniform", 32, 256),
-                         LengthDist("uniform", 64, 160)),
-            RequestClass("long", 0.15, LengthDist("uniform", 1536, 2048),
-                         LengthDist("uniform", 8, 32)),
-        ),
-    )
+    """A workload of :data:`PAPER_MIX_CLASSES`."""
+    return WorkloadSpec.from_dict({
+        "n_requests": n_requests, "rate_rps": rate_rps, "seed": seed, "vocab_size": vocab_size,
+        "classes": [dict(c) for c in PAPER_MIX_CLASSES],
+    })
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """DLFP in a real vLLM CPU engine (tiny Qwen3, fp32): stock and DLFP arms on one workload.
 
-Eight short requests decode while three 3000-token prompts arrive, enough stalls for
-stock vLLM that they reach its P99 inter-token gap; a first long prompt arrives alone. Each arm starts a fresh engine (about a minute on 2 cores).
+Eight short requests decode while three 3000-token prompts arrive: enough stalls for
+stock vLLM that they reach its P99 inter-token gap. A first long prompt arrives alone.
+Each arm starts a fresh engine (about a minute on 2 cores).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from dlfp.arm import ArmResult, run_arm  # noqa: E402
-from dlfp.engine import EngineSpec  # noqa: E402
-from dlfp.metrics import itl_gaps  # noqa: E402
-from dlfp.workload import Request  # noqa: E402
+from dlfp.arm import ArmResult, run_arm
+from dlfp.engine import EngineSpec
+from dlfp.metrics import itl_gaps
+from dlfp.workload import Request
 
 pytestmark = pytest.mark.slow
 
