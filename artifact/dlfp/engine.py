@@ -44,6 +44,8 @@ def cpu_environment(kv_cache_gib: int) -> dict[str, str]:
     }
     if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
         env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{(os.cpu_count() or 1) - 1}"
+    if "VLLM_LOGGING_LEVEL" not in os.environ:
+        env["VLLM_LOGGING_LEVEL"] = "ERROR"  # trials report through traces, not engine logs
     return env
 
 

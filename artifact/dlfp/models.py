@@ -2,7 +2,9 @@
 
 vLLM loads them with ``load_format="dummy"`` (random weights) and ``skip_tokenizer_init``,
 so nothing is downloaded and prompts are token ids. ``qwen3-tiny`` is the test and CPU
-default; the others carry the public shapes of Qwen3-0.6B, 8B and 32B.
+default, ``qwen3-mini`` and ``qwen3-small`` (about 3x and 8x its compute per token) extend
+the CPU generalization ladder; ``qwen3-0.6b``, ``qwen3-8b`` and ``qwen3-32b`` carry the public
+shapes of Qwen3-0.6B, 8B and 32B for GPU and modeled runs.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The engine core usually runs in its own process, so records travel through a JSON-lines
 file: one object per completed step, buffered and flushed in batches so that the
-scheduler's hot path never waits on a write. Several engine starts may append to one
+scheduler's hot path never waits on a write (every 256 records or after a second, so a
+long-running server's log stays current). Several engine starts may append to one
 file; each start writes a header line first, so a reader can tell the runs apart.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 from dlfp.signals import StepRecord
 
 FLUSH_EVERY = 256
+FLUSH_AFTER_S = 1.0
 
 
 class StepLog:
@@ -28,11 +31,12 @@ class StepLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._buffer: list[str] = [json.dumps({"header": header})]
         self._closed = False
+        self._flushed_at = 0.0
         self.flush()
 
     def add(self, record: StepRecord) -> None:
         self._buffer.append(json.dumps(asdict(record)))
-        if len(self._buffer) >= FLUSH_EVERY:
+        if len(self._buffer) >= FLUSH_EVERY or record.schedule_t - self._flushed_at > FLUSH_AFTER_S:
             self.flush()
 
     def flush(self) -> None:
@@ -40,6 +44,7 @@ class StepLog:
             with self.path.open("a", encoding="utf-8") as fh:
                 fh.write("\n".join(self._buffer) + "\n")
             self._buffer.clear()
+        self._flushed_at = time.monotonic()
 
     def close(self, pending: list[StepRecord]) -> None:
         """Write steps still awaiting completion (``complete_t`` null), then flush."""

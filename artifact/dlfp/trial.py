@@ -169,7 +169,7 @@ def _run_unit(config: TrialConfig, out: Path, unit: dict[str, Any], requests: li
               "steps": result.steps, "telemetry": result.telemetry}
     for name, df in tables.items():
         write_parquet(df, partial / f"{name}.parquet")
-    (partial / "steps.jsonl").unlink()
+    (partial / "steps.jsonl").unlink(missing_ok=True)  # now in steps.parquet
     os.replace(partial, final)
     lateness = pd.Series(result.trace.lateness_s, dtype=float)
     return {

@@ -27,7 +27,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from dlfp import __version__
 from dlfp.controller import DLFPController
-from dlfp.params import DLFPParams, parse_params
+from dlfp.params import DLFPConfigError, DLFPParams, parse_params
 from dlfp.signals import StepRecord, StepTracker
 from dlfp.steplog import StepLog
 
@@ -77,6 +77,9 @@ class _DLFPMixin:
     def __init__(self, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
         params = params_from_vllm_config(vllm_config)  # fail before vLLM allocates anything
         super().__init__(vllm_config, *args, **kwargs)
+        if self.connector is not None:
+            raise DLFPConfigError("dlfp: KV connectors (disaggregated prefill, KV offloading) are not supported: "
+                                  "the decode count would include remote KV fetches")
         # schedule() reads the per-request threshold from scheduler_config; a private
         # copy keeps the shared VllmConfig unmutated while we lower it for a step.
         self.scheduler_config = copy.copy(self.scheduler_config)

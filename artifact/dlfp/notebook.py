@@ -1,0 +1,89 @@
+"""Helpers for the papermill notebooks: parameter checks that fail before any work starts.
+
+A notebook's parameters arrive as plain values injected by papermill; these functions turn
+them into validated configs or raise ``ValueError`` naming the parameter, its value and what
+is allowed, so the executed notebook shows a readable message and papermill exits non-zero.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dlfp.models import model_path
+from dlfp.trialconfig import TrialConfig, parse_config
+
+
+def require(ok: bool, name: str, value: Any, allowed: str) -> None:
+    """Raise a ``ValueError`` naming a notebook parameter unless ``ok``."""
+    if not ok:
+        raise ValueError(f"notebook parameter {name!r} = {value!r} is invalid: allowed {allowed}")
+
+
+class Plain(str):
+    """A string glued as itself: ``glue`` stores ``repr``, which would add quotes in the prose."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def show(fig: Any) -> None:
+    """Display a matplotlib figure once, as an embedded PNG whatever the backend, and free it."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    display(Image(data=buf.getvalue(), format="png"))
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def config_with_overrides(config: str, overrides: Mapping[str, Any]) -> TrialConfig:
+    """Load a YAML config, merge ``overrides`` into it (nested), validate the result."""
+    require(Path(config).is_file(), "config", config, "a YAML file")
+    require(isinstance(overrides, Mapping), "overrides", overrides, "a mapping")
+    with open(config, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh) or {}
+    return parse_config(_merge(raw, overrides))
+
+
+def generalization_plan(base_config: str, models: Sequence[str], tensor_parallel_sizes: Sequence[int],
+                        rate_scale: Mapping[str, float], out_root: str,
+                        overrides: Mapping[str, Any]) -> list[tuple[Path, TrialConfig]]:
+    """One validated paired-trial config per (model, TP size), each with its own run folder."""
+    require(bool(models) and all(isinstance(m, str) for m in models), "models", models, "a list of model names")
+    for m in models:
+        try:
+            model_path(m)
+        except ValueError as exc:
+            raise ValueError(f"notebook parameter 'models' has {m!r}: {exc}") from None
+    require(bool(tensor_parallel_sizes) and all(isinstance(t, int) and t >= 1 for t in tensor_parallel_sizes),
+            "tensor_parallel_sizes", tensor_parallel_sizes, "a list of integers >= 1")
+    require(all(isinstance(v, (int, float)) and v > 0 for v in rate_scale.values()),
+            "rate_scale", rate_scale, "positive numbers per model")
+    base = config_with_overrides(base_config, overrides)
+    plan = []
+    for m in models:
+        for tp in tensor_parallel_sizes:
+            name = f"{base.name}-{m}-tp{tp}"
+            rate = base.workload["rate_rps"] * rate_scale.get(m, 1.0)
+            raw = _merge(base.raw, {"name": name, "engine": {"model": m, "tensor_parallel_size": tp},
+                                    "workload": {"rate_rps": rate}})
+            plan.append((Path(out_root) / f"{m}-tp{tp}", parse_config(raw)))
+    return plan

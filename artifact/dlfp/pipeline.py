@@ -1,0 +1,85 @@
+"""The artifact's main job: execute the notebooks in order with papermill, then build the book.
+
+``make artifact`` runs every notebook; ``make book`` re-executes only the ones that read traces
+(results, reproducibility) and rebuilds the book from what is committed. The end-to-end test
+runs the same code with reduced parameters into a scratch copy of the book sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+NOTEBOOKS = ("00_verify", "01_paired_trials", "02_generalization", "03_results", "04_reproducibility")
+FROM_TRACES = ("03_results", "04_reproducibility")
+"""Notebooks that only read ``data/``: enough to re-render the book from committed traces."""
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+
+
+def notebook_parameters(run: str, gen: str, reduced: bool) -> dict[str, dict[str, Any]]:
+    """Papermill parameters per notebook; ``reduced`` shrinks the trials for CI."""
+    params: dict[str, dict[str, Any]] = {
+        "00_verify": {},
+        "01_paired_trials": {"run_dir": run},
+        "02_generalization": {"out_root": gen},
+        "03_results": {"run_dir": run, "generalization_root": gen},
+        "04_reproducibility": {"run_roots": sorted({str(Path(run).parent), str(Path(gen).parent)})},
+    }
+    if reduced:
+        params["01_paired_trials"]["overrides"] = {"trials": 2, "workload": {"n_requests": 12}}
+        params["02_generalization"].update(models=["qwen3-tiny"],
+                                           overrides={"trials": 1, "workload": {"n_requests": 10}})
+    return params
+
+
+def execute(root: Path, out_dir: Path, params: dict[str, dict[str, Any]], names: tuple[str, ...]) -> None:
+    """Run ``names`` in order; the first failing notebook stops the job (its traceback stays in it)."""
+    import papermill
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        started = time.monotonic()
+        print(f"[pipeline] {name} ...", file=sys.stderr, flush=True)
+        papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
+                                   parameters=params[name], cwd=str(root), kernel_name="python3",
+                                   progress_bar=False)
+        print(f"[pipeline] {name} done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def build_book(book_root: Path) -> Path:
+    """Strict Jupyter Book build (warnings are errors); returns the HTML folder."""
+    jb = Path(sys.executable).with_name("jupyter-book")
+    subprocess.run([str(jb), "build", str(book_root), "--all", "-W", "-n", "--keep-going"], check=True)
+    return book_root / "_build" / "html"
+
+
+def copy_book_sources(root: Path, dest: Path) -> None:
+    """A scratch book (config, toc, prose) in which generated notebooks can be replaced."""
+    for name in BOOK_SOURCES:
+        src = root / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("generated"))
+        else:
+            shutil.copy2(src, dest / name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="dlfp pipeline", description=__doc__)
+    ap.add_argument("--run", default="data/runs/cpu-default", help="paired-trial run folder")
+    ap.add_argument("--gen", default="data/runs/generalization-cpu", help="generalization runs folder")
+    ap.add_argument("--book-only", action="store_true", help="re-render from committed traces only")
+    ap.add_argument("--reduced", action="store_true", help="small trials (CI)")
+    ap.add_argument("--root", type=Path, default=Path.cwd(), help="repository root")
+    args = ap.parse_args(argv)
+    root = args.root.resolve()
+    started = time.monotonic()
+    names = FROM_TRACES if args.book_only else NOTEBOOKS
+    execute(root, root / "book" / "generated", notebook_parameters(args.run, args.gen, args.reduced), names)
+    html = build_book(root)
+    print(f"[pipeline] book at {html / 'index.html'}; total {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return 0

@@ -1,0 +1,115 @@
+"""The harness end to end on the real CPU engine: a small paired trial, and ``vllm serve``.
+
+About three minutes for the trial (two fresh engines) and one and a half for the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("vllm")
+
+from dlfp.analysis import load_run, trial_rows
+from dlfp.engine import cpu_environment
+from dlfp.models import model_path
+from dlfp.steplog import read_step_log
+from dlfp.trial import run_trials
+from dlfp.trialconfig import load_config
+from dlfp.workload import WorkloadSpec, generate
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_small_paired_trial(tmp_path) -> None:
+    out = tmp_path / "run"
+    manifest = run_trials(load_config(str(ROOT / "configs" / "cpu-smoke.yaml")), out, progress=False)
+    assert manifest["status"] == "complete"
+    rows = trial_rows(load_run(out)).set_index("arm")
+    assert (rows.n_failed == 0).all() and (rows.n_ok == rows.n_expected).all()
+    assert (rows.prompt_mismatches == 0).all() and (rows.output_mismatches == 0).all()
+    assert (rows.agreement_rate == 1.0).all()
+    print(f"P99 ITL stock {rows.at['stock', 'itl_p99_ms']:.0f} ms, DLFP {rows.at['dlfp', 'itl_p99_ms']:.0f} ms")
+    assert rows.at["dlfp", "itl_p99_ms"] < rows.at["stock", "itl_p99_ms"]
+    steps = pd.read_parquet(out / "trial-0" / "dlfp" / "steps.parquet")
+    mixed = steps[(steps.prefill_tokens > 0) & (steps.decode_reqs > 0)]
+    assert len(mixed) and (mixed.prefill_tokens <= mixed.cap).all()
+    tele = pd.read_parquet(out / "trial-0" / "dlfp" / "telemetry.parquet")
+    assert {"util_pct", "mem_used_gib"} <= set(tele.metric)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(1)
+    raise TimeoutError(f"{url} not healthy after {timeout_s} s")
+
+
+def test_vllm_serve_with_dlfp_over_http(tmp_path) -> None:
+    import aiohttp
+
+    from dlfp.driver import HttpTarget, drive
+
+    port, log = _free_port(), tmp_path / "steps.jsonl"
+    model = model_path("qwen3-tiny")
+    cmd = [str(Path(sys.executable).with_name("dlfp-vllm")), "serve", model, "--host", "127.0.0.1",
+           "--port", str(port), "--load-format", "dummy", "--skip-tokenizer-init", "--dtype", "float32",
+           "--max-model-len", "4096", "--no-enable-prefix-caching",
+           "--scheduler-cls", "dlfp.vllm.DLFPScheduler",
+           "--additional-config", f'{{"dlfp": {{"step_log": "{log}"}}}}']
+    env = {**os.environ, **cpu_environment(1)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, timeout_s=300)
+        spec = WorkloadSpec.from_dict({
+            "n_requests": 10, "rate_rps": 4.0, "seed": 1, "vocab_size": 32000,
+            "classes": [{"name": "short", "weight": 0.7, "prompt_len": {"uniform": [32, 64]},
+                         "output_len": {"uniform": [30, 50]}},
+                        {"name": "long", "weight": 0.3, "prompt_len": {"uniform": [2000, 2500]},
+                         "output_len": {"uniform": [4, 8]}}]})
+        requests = generate(spec)
+
+        async def run():
+            async with aiohttp.ClientSession() as session:
+                return await drive(HttpTarget(url, model, session), requests)
+
+        trace = asyncio.run(run())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    reqs = trace.requests
+    assert (reqs.status == "ok").all(), reqs.error.tolist()
+    assert (reqs.output_len == reqs.output_len_requested).all()
+    [(header, rows)] = list(read_step_log(log))
+    assert header["scheduler"] == "DLFPScheduler"
+    mixed = [r for r in rows if r["prefill_tokens"] and r["decode_reqs"]]
+    assert mixed and all(r["cap"] is not None and r["prefill_tokens"] <= r["cap"] for r in mixed)

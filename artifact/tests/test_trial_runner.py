@@ -1,0 +1,131 @@
+"""The trial runner's promises about data: validation first, atomic units, resume, refusal.
+
+The engine arm is replaced by a recorder that fabricates a tiny trace (fault injection:
+it can raise ``KeyboardInterrupt`` or an error in a chosen unit); the real engine runs in
+``test_trial_cpu.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dlfp import trial
+from dlfp.arm import ArmResult
+from dlfp.driver import TrialTrace
+from dlfp.trialconfig import parse_config
+
+CONFIG = {"name": "unit", "trials": 2, "workload": {"n_requests": 3, "rate_rps": 50.0}}
+
+
+class FakeArms:
+    """Stands in for ``dlfp.arm.run_arm``; raises ``fail`` on call number ``fail_at``."""
+
+    def __init__(self, fail_at: int | None = None, fail: BaseException | None = None) -> None:
+        self.calls: list[bool] = []
+        self.fail_at, self.fail = fail_at, fail
+
+    def __call__(self, spec, requests, step_log: Path, progress=None, telemetry_interval_s=0.5):
+        self.calls.append(spec.dlfp["enabled"])
+        if self.fail_at == len(self.calls):
+            raise self.fail
+        reqs = pd.DataFrame([{"request_id": r.request_id, "arrival_s": r.arrival_s, "send_s": r.arrival_s,
+                              "first_token_s": r.arrival_s + 0.1, "finish_s": r.arrival_s + 0.2,
+                              "prompt_len": r.prompt_len, "output_len_requested": r.output_len,
+                              "output_len": r.output_len, "status": "ok", "error": None}
+                             for r in requests])
+        toks = pd.DataFrame([{"request_id": r.request_id, "index": i, "t_s": r.arrival_s + 0.1 + i / 100,
+                              "token_id": 7} for r in requests for i in range(r.output_len)])
+        steps = pd.DataFrame({"step": [0], "schedule_t": [0.0], "complete_t": [0.01]})
+        tele = pd.DataFrame({"t_s": [0.0], "source": ["cpu"], "metric": ["util_pct"], "value": [50.0]})
+        return ArmResult(TrialTrace(reqs, toks, 0.0, [0.0] * len(requests)), steps, tele)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(**kw) -> FakeArms:
+        arms = FakeArms(**kw)
+        monkeypatch.setattr("dlfp.arm.run_arm", arms)
+        return arms
+    return install
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / trial.MANIFEST).read_text())
+
+
+def test_complete_run_layout_and_arm_order(tmp_path, fake) -> None:
+    arms = fake()
+    out = tmp_path / "run"
+    m = trial.run_trials(parse_config(CONFIG), out, progress=False)
+    assert m["status"] == "complete" and m["missing"] == []
+    assert arms.calls == [False, True, True, False]  # arm order alternates across trials
+    for u in m["units"]:
+        for name, digest in u["files"].items():
+            assert trial.sha256(out / f"trial-{u['trial']}" / u["arm"] / name) == digest
+    assert set(m["workloads"]) == {"trial-0/workload.parquet", "trial-1/workload.parquet"}
+    assert m["versions"]["vllm"] and m["hardware"]["cpu_logical_cores"]
+    assert not list(out.rglob("*.partial")) and not list(out.rglob("steps.jsonl"))
+
+
+def test_interrupt_keeps_finished_units_and_resumes(tmp_path, fake) -> None:
+    out = tmp_path / "run"
+    fake(fail_at=3, fail=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        trial.run_trials(parse_config(CONFIG), out, progress=False)
+    m = manifest(out)
+    assert m["status"] == "interrupted"
+    assert m["missing"] == ["trial-1/dlfp", "trial-1/stock"]
+    assert (out / "trial-0" / "stock" / "requests.parquet").exists()
+    kept = (out / "trial-0" / "dlfp" / "tokens.parquet").read_bytes()
+    arms = fake()
+    m = trial.run_trials(parse_config(CONFIG), out, progress=False)
+    assert m["status"] == "complete" and arms.calls == [True, False]  # only the missing units
+    assert (out / "trial-0" / "dlfp" / "tokens.parquet").read_bytes() == kept
+
+
+def test_failure_is_recorded(tmp_path, fake) -> None:
+    fake(fail_at=2, fail=RuntimeError("engine died"))
+    with pytest.raises(RuntimeError):
+        trial.run_trials(parse_config(CONFIG), tmp_path / "run", progress=False)
+    m = manifest(tmp_path / "run")
+    assert m["status"] == "failed" and "engine died" in m["error"] and len(m["missing"]) == 3
+
+
+def test_refuses_other_config_or_foreign_folder(tmp_path, fake) -> None:
+    fake()
+    out = tmp_path / "run"
+    trial.run_trials(parse_config(CONFIG), out, progress=False)
+    before = (out / trial.MANIFEST).read_text()
+    with pytest.raises(trial.RunFolderError, match="different config"):
+        trial.run_trials(parse_config({**CONFIG, "name": "other"}), out, progress=False)
+    assert (out / trial.MANIFEST).read_text() == before
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(trial.RunFolderError, match="not empty"):
+        trial.run_trials(parse_config(CONFIG), foreign, progress=False)
+    assert trial.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+
+
+@pytest.mark.parametrize(("raw", "needle"), [
+    ({"trials": 0}, "'trials' = 0"),
+    ({"engine": {"model": "nope"}}, "'engine.model' = 'nope'"),
+    ({"engine": {"max_num_seqs": 0}}, "'engine.max_num_seqs' = 0"),
+    ({"engine": {"gpu": 1}}, "unknown engine setting(s) ['gpu']"),
+    ({"dlfp": {"gain": 9}}, "'gain' = 9"),
+    ({"dlfp": {"enabled": True}}, "'dlfp.enabled'"),
+    ({"workload": {"rate_rps": -1}}, "rate_rps"),
+    ({"slo": {"ttft_ms": 0}}, "'slo.ttft_ms' = 0"),
+    ({"seeds": [1, 1, 2]}, "'seeds'"),
+    ({"trails": 3}, "unknown config field(s) ['trails']"),
+])
+def test_bad_config_refused_before_any_work(raw: dict, needle: str, tmp_path, fake) -> None:
+    arms = fake()
+    with pytest.raises(ValueError) as err:
+        trial.run_trials(parse_config(raw), tmp_path / "run", progress=False)
+    assert needle in str(err.value)
+    assert arms.calls == [] and not (tmp_path / "run").exists()
