@@ -198,7 +198,12 @@ def generalization_table(runs: list[RunData]) -> pd.DataFrame:
 
 
 def source_line(run: RunData) -> str:
-    """Where a run was measured: the machine (GPUs, else the CPU) and the vLLM build."""
+    """Where a run's numbers come from: measured (machine, vLLM build) or simulated (profile)."""
+    sim = run.manifest.get("config", {}).get("engine", {}).get("sim")
+    if sim is not None:
+        mode = "async" if sim.get("async_scheduling", True) else "sync"
+        return (f"simulated: cost profile {sim.get('profile', 'a100')} (TP {sim.get('tp', 1)}, {mode} scheduling), "
+                f"real vLLM {run.manifest.get('versions', {}).get('vllm')} scheduler")
     hw = run.manifest.get("hardware", {})
     gpus = [g.get("name") for g in hw.get("gpus") or []]
     where = ", ".join(gpus) if gpus else f"{hw.get('cpu_model', 'CPU')} ({hw.get('cpu_logical_cores')} cores)"

@@ -30,6 +30,8 @@ class EngineSpec:
     kv_cache_gib: int = 1
     seed: int = 0
     dlfp: dict[str, Any] = field(default_factory=dict)
+    sim: dict[str, Any] | None = None
+    """Modeled-accelerator settings (:mod:`dlfp.sim.config`); ``None`` runs the real model."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -52,6 +54,14 @@ def cpu_environment(kv_cache_gib: int) -> dict[str, str]:
 def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
     """Keyword arguments for ``AsyncEngineArgs``/``LLM``; validates the DLFP config first."""
     parse_params(spec.dlfp)  # refuse a bad config before an engine starts
+    additional: dict[str, Any] = {"dlfp": dict(spec.dlfp)}
+    backend = "uni" if spec.tensor_parallel_size == 1 else "mp"
+    if spec.sim is not None:
+        from dlfp.sim.config import CONFIG_KEY, parse_sim_config
+
+        parse_sim_config({CONFIG_KEY: spec.sim})
+        additional[CONFIG_KEY] = dict(spec.sim)
+        backend = "dlfp.sim.executor.ModeledExecutor"  # modeled TP lives in the sim settings
     kwargs: dict[str, Any] = {
         "model": model_path(spec.model),
         "load_format": "dummy",
@@ -64,10 +74,10 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
         "enable_prefix_caching": False,
         "seed": spec.seed,
         "scheduler_cls": SCHEDULER_CLS,
-        "additional_config": {"dlfp": dict(spec.dlfp)},
+        "additional_config": additional,
         "disable_log_stats": True,
-        # The worker runs inside the engine-core process: one process less to start.
-        "distributed_executor_backend": "uni" if spec.tensor_parallel_size == 1 else "mp",
+        # "uni": the worker runs inside the engine-core process, one process less to start.
+        "distributed_executor_backend": backend,
     }
     kwargs.update(spec.extra)
     return kwargs

@@ -93,6 +93,10 @@ def _engine(raw: Any) -> EngineSpec:
         raise ValueError(f"unknown engine setting(s) {unknown}; known: {sorted(known)}")
     defaults = EngineSpec()
     for key, value in raw.items():
+        if key == "sim":
+            if value is not None and not isinstance(value, Mapping):
+                raise _fail("engine.sim", value, "null or a mapping of modeled-accelerator settings")
+            continue
         want = type(getattr(defaults, key))
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
         if want is int and ok and key != "seed" and value < 1:
@@ -104,7 +108,15 @@ def _engine(raw: Any) -> EngineSpec:
             model_path(raw["model"])
         except ValueError as exc:
             raise _fail("engine.model", raw["model"], str(exc).split(": ", 1)[-1]) from None
-    return EngineSpec(**raw)
+    spec = EngineSpec(**raw)
+    if spec.sim is not None:
+        from dlfp.sim.config import CONFIG_KEY, SimConfigError, parse_sim_config
+
+        try:
+            parse_sim_config({CONFIG_KEY: spec.sim})
+        except SimConfigError as exc:
+            raise ValueError(f"config field 'engine.sim': {exc}") from None
+    return spec
 
 
 def parse_config(raw: Mapping[str, Any]) -> TrialConfig:

@@ -103,3 +103,17 @@ def test_step_records_and_shared_config_untouched(tmp_path) -> None:
 def test_bad_config_stops_start_up(dlfp: dict, needle: str) -> None:
     with pytest.raises(DLFPConfigError, match=needle):
         make_scheduler(DLFPScheduler, async_scheduling=False, dlfp=dlfp)
+
+
+def test_decodes_finishing_under_async_do_not_leak_budget_to_prefill() -> None:
+    """Async vLLM skips a decode whose in-flight tokens reach max_tokens; its token of budget
+    must not go to prefill (found with the modeled executor: prefill was cap + 1)."""
+    s = make_scheduler(DLFPScheduler, async_scheduling=True, dlfp=DLFP)
+    arrivals = {0: [make_request(f"d{i}", 32, 3 + i) for i in range(16)],
+                2: [make_request("long0", 3000, 2), make_request("long1", 3000, 2)]}
+    outputs = run_to_completion(s, arrivals, async_depth=2)
+    for o in outputs:
+        prefill = o.num_scheduled_tokens.get("long0", 0) + o.num_scheduled_tokens.get("long1", 0)
+        decoding = [r for r in o.num_scheduled_tokens if r.startswith("d") and o.num_scheduled_tokens[r] == 1]
+        if decoding and prefill > 2:
+            assert prefill <= CAP, (prefill, len(decoding))

@@ -47,6 +47,17 @@ def params_from_vllm_config(vllm_config: Any) -> DLFPParams:
     return params
 
 
+def _skipped_decodes(running: list[Any]) -> int:
+    """Decoding requests vLLM 0.32 will not schedule this step: under async scheduling a
+    request whose in-flight tokens already reach ``max_tokens`` is skipped. Their budget
+    share must not fall to prefill, or the step's prefill would exceed the cap."""
+    return sum(
+        1 for r in running
+        if r.num_output_placeholders > 0
+        and r.num_computed_tokens + 2 - r.num_output_placeholders >= r.num_prompt_tokens + r.max_tokens
+    )
+
+
 def _prefill_work(out: SchedulerOutput, prefilling: list[str]) -> tuple[int, int]:
     """Prefill tokens and requests in a step: new, resumed and mid-prefill requests."""
     counts = out.num_scheduled_tokens
@@ -121,7 +132,8 @@ class _DLFPMixin:
         if decision.cap is None:
             out = super().schedule(throttle_prefills)
         else:
-            self.max_num_scheduled_tokens = min(self._base_budget, n_decodes + decision.cap)
+            decode_tokens = n_decodes - _skipped_decodes(self.running)
+            self.max_num_scheduled_tokens = min(self._base_budget, decode_tokens + decision.cap)
             self.scheduler_config.long_prefill_token_threshold = (
                 min(self._base_threshold, decision.cap) if self._base_threshold > 0 else decision.cap
             )

@@ -1,0 +1,61 @@
+"""The modeled executor's settings, read from vLLM's ``additional_config["dlfp_sim"]``.
+
+Pure validation, kept apart from the vLLM glue so a typo fails in milliseconds with the
+offending key named, before an engine allocates anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+CONFIG_KEY = "dlfp_sim"
+DTYPE_BYTES = (1, 2, 4)
+
+
+class SimConfigError(ValueError):
+    """A ``dlfp_sim`` setting is unknown, of the wrong type or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Modeled-accelerator settings.
+
+    ``profile``: a shipped profile name or a YAML path. ``async_scheduling``: the engine's
+    async scheduling (GPU vLLM's default, on here too). ``tp``: modeled tensor-parallel
+    size (the engine itself stays one process). ``dtype_bytes``: bytes per weight, KV and
+    activation value (2 for bf16).
+    """
+
+    profile: str = "a100"
+    async_scheduling: bool = True
+    tp: int = 1
+    dtype_bytes: int = 2
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.profile, str) or not self.profile:
+            raise _fail("profile", self.profile, "a profile name or a YAML path")
+        if not isinstance(self.async_scheduling, bool):
+            raise _fail("async_scheduling", self.async_scheduling, "true or false")
+        if isinstance(self.tp, bool) or not isinstance(self.tp, int) or self.tp < 1:
+            raise _fail("tp", self.tp, "a positive integer")
+        if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in DTYPE_BYTES:
+            raise _fail("dtype_bytes", self.dtype_bytes, f"one of {list(DTYPE_BYTES)}")
+
+
+def _fail(key: str, value: Any, allowed: str) -> SimConfigError:
+    return SimConfigError(f"{CONFIG_KEY} setting {key!r} = {value!r} is invalid: allowed {allowed}")
+
+
+def parse_sim_config(additional_config: Any) -> SimConfig:
+    """Settings from vLLM's ``additional_config`` (a dict, or None); unknown keys are refused."""
+    extra = additional_config if isinstance(additional_config, Mapping) else {}
+    raw = extra.get(CONFIG_KEY) or {}
+    if not isinstance(raw, Mapping):
+        raise SimConfigError(f"{CONFIG_KEY} must be a mapping, got {raw!r}")
+    known = {f.name for f in fields(SimConfig)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise SimConfigError(f"unknown {CONFIG_KEY} setting(s) {unknown}; known: {sorted(known)}")
+    return SimConfig(**raw)

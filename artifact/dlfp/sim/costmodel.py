@@ -1,0 +1,273 @@
+"""Roofline cost of one engine step on a modeled accelerator: pure arithmetic, no vLLM.
+
+The modeled-accelerator mode runs vLLM's real engine core and scheduler and replaces the
+model with a sleep of the time computed here, so every number must be traceable: the
+device numbers come from a YAML profile (``profiles/*.yaml``) where each one is marked
+"public spec" or "assumed", and the formula is small enough to check by hand.
+
+For a step whose batch is a list of ``(n_i, c_i)`` (new tokens scheduled for request ``i``
+and its context length before the step), on a tensor-parallel group of ``tp`` GPUs, with
+``T = sum n_i`` tokens, ``R`` requests, ``L`` layers, ``d`` hidden size, ``H``/``H_kv``
+query/KV heads of size ``h``, vocabulary ``V`` and ``b`` bytes per value::
+
+    P_layer   = d*H*h + 2*d*H_kv*h + H*h*d + 3*d*I          (attention q,k,v,o + gated MLP)
+    F_dense   = 2*L*P_layer*T + 2*d*V*R                     (logits only at each request's last token)
+    F_attn    = L * sum_i 4*H*h*n_i*(c_i + n_i/2)           (QK^T and PV, causal within the chunk)
+    B_weights = (L*P_layer + d*V) * b                       (read once per step; embedding rows ignored)
+    B_kv      = L * sum_i 2*H_kv*h*c_i*b                    (cached K and V read by attention)
+    t_compute = (F_dense/(peak*eff_mm) + F_attn/(peak*eff_attn)) / tp
+    t_memory  = (B_weights + B_kv) / (bw*eff_mem) / tp
+    t_allred  = 2*L*(lat + 2*(tp-1)/tp * T*d*b / (link_bw*eff_link))   (tp > 1; ring all-reduce)
+    gpu_s     = max(t_compute, t_memory) + t_allred
+    host_s    = step_fixed + per_request*R
+
+Per GPU, TP splits heads, MLP columns and the vocabulary, so FLOPs and bytes divide by
+``tp`` (``tp`` must divide the head counts); each layer adds two all-reduces of the
+activations that are not overlapped with compute. ``host_s`` is the model runner's host
+work per step (input preparation, launches, sampler bookkeeping); the engine core's own
+scheduling and output processing are not modeled because they run for real. Norms,
+rotary embeddings, activation traffic and KV writes are ignored: small next to the terms
+kept, and each would cost a line of hand arithmetic per test case.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+SOURCES = ("public spec", "assumed")
+GiB = 1 << 30
+
+# Profile schema: section -> key -> (field name, must be <= 1). Every value is positive.
+_SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
+    "compute": {
+        "peak_tflops": ("peak_tflops", False),
+        "matmul_efficiency": ("matmul_efficiency", True),
+        "attention_efficiency": ("attention_efficiency", True),
+    },
+    "memory": {
+        "bandwidth_gbps": ("memory_gbps", False),
+        "efficiency": ("memory_efficiency", True),
+        "capacity_gib": ("capacity_gib", False),
+        "activation_reserve_gib": ("activation_reserve_gib", False),
+    },
+    "interconnect": {
+        "bandwidth_gbps": ("link_gbps", False),
+        "efficiency": ("link_efficiency", True),
+        "allreduce_latency_us": ("allreduce_latency_us", False),
+    },
+    "host": {
+        "step_fixed_us": ("host_step_us", False),
+        "per_request_us": ("host_request_us", False),
+    },
+}
+_TOP_LEVEL = {"name", "device", "references", *_SCHEMA}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """The dimensions of a decoder-only transformer that the cost model needs."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tie_embeddings: bool
+
+    @classmethod
+    def from_hf_config(cls, config: Mapping[str, Any]) -> ModelShape:
+        """Read a Hugging Face ``config.json`` dict (Llama/Qwen-style names and defaults)."""
+        try:
+            heads = int(config["num_attention_heads"])
+            hidden = int(config["hidden_size"])
+            return cls(
+                hidden=hidden,
+                layers=int(config["num_hidden_layers"]),
+                heads=heads,
+                kv_heads=int(config.get("num_key_value_heads") or heads),
+                head_dim=int(config.get("head_dim") or hidden // heads),
+                intermediate=int(config["intermediate_size"]),
+                vocab=int(config["vocab_size"]),
+                tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+            )
+        except KeyError as err:
+            raise ValueError(f"model config lacks {err.args[0]!r}") from None
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> ModelShape:
+        """Read ``config.json`` from a model directory."""
+        return cls.from_hf_config(json.loads((Path(path) / "config.json").read_text()))
+
+    @property
+    def layer_params(self) -> int:
+        """Matmul weights of one layer: q, k, v, o projections and the gated MLP."""
+        d, qd, kvd = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return d * qd + 2 * d * kvd + qd * d + 3 * d * self.intermediate
+
+    @property
+    def step_weight_params(self) -> int:
+        """Weights a step streams from memory: all layers and the LM head."""
+        return self.layers * self.layer_params + self.hidden * self.vocab
+
+    @property
+    def total_params(self) -> int:
+        """Weights held in memory: layers, embedding and (unless tied) the LM head."""
+        embeddings = self.hidden * self.vocab * (1 if self.tie_embeddings else 2)
+        return self.layers * self.layer_params + embeddings
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        """K and V of one token over all layers."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Device numbers of one accelerator (one GPU of a TP group); see ``profiles/*.yaml``."""
+
+    name: str
+    device: str
+    peak_tflops: float
+    matmul_efficiency: float
+    attention_efficiency: float
+    memory_gbps: float
+    memory_efficiency: float
+    capacity_gib: float
+    activation_reserve_gib: float
+    link_gbps: float
+    link_efficiency: float
+    allreduce_latency_us: float
+    host_step_us: float
+    host_request_us: float
+
+
+def parse_profile(raw: Any, origin: str = "profile") -> Profile:
+    """Validate a profile mapping; errors name the offending key (``section.key``)."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{origin}: expected a mapping at top level")
+    unknown = sorted(set(raw) - _TOP_LEVEL)
+    if unknown:
+        raise ValueError(f"{origin}: unknown key(s) {unknown}; known: {sorted(_TOP_LEVEL)}")
+    for key in ("name", "device"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise ValueError(f"{origin}: {key!r} must be a non-empty string")
+    references = raw.get("references", [])
+    if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
+        raise ValueError(f"{origin}: 'references' must be a list of strings")
+    values: dict[str, float] = {}
+    for section, keys in _SCHEMA.items():
+        body = raw.get(section)
+        if not isinstance(body, Mapping):
+            raise ValueError(f"{origin}: missing section {section!r}")
+        unknown = sorted(set(body) - set(keys))
+        if unknown:
+            raise ValueError(f"{origin}: unknown key(s) {[f'{section}.{k}' for k in unknown]}")
+        for key, (field, at_most_one) in keys.items():
+            values[field] = _number(body.get(key), f"{section}.{key}", at_most_one, origin)
+    return Profile(name=raw["name"], device=raw["device"], **values)
+
+
+def _number(entry: Any, key: str, at_most_one: bool, origin: str) -> float:
+    if entry is None:
+        raise ValueError(f"{origin}: missing {key!r}")
+    if not isinstance(entry, Mapping) or set(entry) != {"value", "source"}:
+        raise ValueError(f"{origin}: {key!r} must be {{value: <number>, source: <{' | '.join(SOURCES)}>}}")
+    value, source = entry["value"], entry["source"]
+    if source not in SOURCES:
+        raise ValueError(f"{origin}: {key!r} source {source!r} must be one of {list(SOURCES)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{origin}: {key!r} value {value!r} is not a number")
+    if value <= 0 or (at_most_one and value > 1):
+        raise ValueError(f"{origin}: {key!r} value {value!r} must be in {'(0, 1]' if at_most_one else '(0, inf)'}")
+    return float(value)
+
+
+def available_profiles() -> tuple[str, ...]:
+    """Names of the profiles shipped with the package."""
+    return tuple(sorted(p.stem for p in PROFILE_DIR.glob("*.yaml")))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """A shipped profile by name (``"a100"``) or a YAML file by path."""
+    path = PROFILE_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ValueError(f"unknown profile {str(name_or_path)!r}: use one of "
+                             f"{list(available_profiles())} or a YAML file path")
+    return parse_profile(yaml.safe_load(path.read_text()), origin=str(path))
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """Modeled time of one step: on the GPU stream, and on the host before launch."""
+
+    gpu_s: float
+    host_s: float
+
+
+def step_time(shape: ModelShape, profile: Profile, batch: Sequence[tuple[int, int]],
+              tp: int = 1, dtype_bytes: int = 2) -> StepTime:
+    """The module docstring's formula for ``batch`` = [(new tokens, context before), ...].
+
+    An empty batch costs nothing: the engine does not run the model for it.
+    """
+    check_tp(shape, tp)
+    if not batch:
+        return StepTime(0.0, 0.0)
+    tokens = sum(n for n, _ in batch)
+    requests = len(batch)
+    peak = profile.peak_tflops * 1e12
+    dense_flops = 2 * shape.layers * shape.layer_params * tokens + 2 * shape.hidden * shape.vocab * requests
+    attn_flops = shape.layers * sum(4 * shape.heads * shape.head_dim * n * (c + n / 2) for n, c in batch)
+    compute_s = (dense_flops / (peak * profile.matmul_efficiency)
+                 + attn_flops / (peak * profile.attention_efficiency)) / tp
+    weight_bytes = shape.step_weight_params * dtype_bytes
+    kv_bytes = shape.kv_bytes_per_token(dtype_bytes) * sum(c for _, c in batch)
+    memory_s = (weight_bytes + kv_bytes) / (profile.memory_gbps * 1e9 * profile.memory_efficiency) / tp
+    gpu_s = max(compute_s, memory_s) + allreduce_s(shape, profile, tokens, tp, dtype_bytes)
+    host_s = (profile.host_step_us + profile.host_request_us * requests) * 1e-6
+    return StepTime(gpu_s=gpu_s, host_s=host_s)
+
+
+def allreduce_s(shape: ModelShape, profile: Profile, tokens: int, tp: int, dtype_bytes: int) -> float:
+    """Two ring all-reduces of the step's activations per layer; zero without TP."""
+    if tp == 1:
+        return 0.0
+    payload = tokens * shape.hidden * dtype_bytes
+    one = (profile.allreduce_latency_us * 1e-6
+           + 2 * (tp - 1) / tp * payload / (profile.link_gbps * 1e9 * profile.link_efficiency))
+    return 2 * shape.layers * one
+
+
+def check_tp(shape: ModelShape, tp: int) -> None:
+    """TP must split query and KV heads evenly (vLLM's own requirement for these models)."""
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"tp must be a positive integer, got {tp!r}")
+    if shape.heads % tp or shape.kv_heads % tp:
+        raise ValueError(f"tp={tp} does not divide {shape.heads} heads and {shape.kv_heads} KV heads")
+
+
+def kv_cache_bytes(shape: ModelShape, profile: Profile, tp: int, dtype_bytes: int,
+                   memory_utilization: float) -> int:
+    """KV-cache memory of the whole TP group: the usable HBM minus weights and activations.
+
+    ``memory_utilization`` is vLLM's ``gpu_memory_utilization``; the modeled device, not
+    the host running the simulation, sets how many requests fit before preemption.
+    """
+    check_tp(shape, tp)
+    usable = tp * (profile.capacity_gib * memory_utilization - profile.activation_reserve_gib) * GiB
+    free = int(usable - shape.total_params * dtype_bytes)
+    if free <= 0:
+        raise ValueError(f"{shape.total_params * dtype_bytes / GiB:.1f} GiB of weights leave no KV cache on "
+                         f"{tp} x {profile.name} at memory utilization {memory_utilization}")
+    return free

@@ -1,0 +1,73 @@
+"""Calibration recovers known coefficients from synthetic step records."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dlfp.sim.calibrate import fit, step_durations
+
+TRUE = {"a": 0.012, "b": 8e-5, "c": 4e-4, "d": 3e-8}
+
+
+def synthetic_run(n: int, seed: int, noise: float = 0.02, idle_every: int = 25) -> pd.DataFrame:
+    """Back-to-back sync steps of known cost, multiplicative noise, and some idle gaps."""
+    rng = np.random.default_rng(seed)
+    prefill = np.where(rng.random(n) < 0.6, rng.integers(1, 4096, n), 0)
+    decode = rng.integers(0, 64, n)
+    decode[prefill == 0] = np.maximum(decode[prefill == 0], 1)
+    cost = TRUE["a"] + TRUE["b"] * prefill + TRUE["c"] * decode + TRUE["d"] * prefill**2
+    cost = cost * (1 + noise * rng.standard_normal(n))
+    gap = np.where(np.arange(n) % idle_every == 0, 0.5, 0.0002)  # waits for arrivals
+    schedule, complete, t = np.empty(n), np.empty(n), 100.0
+    for i in range(n):
+        schedule[i] = t + gap[i]
+        complete[i] = t = schedule[i] + cost[i] - 0.0002  # the cadence includes the loop overhead
+    return pd.DataFrame({"step": np.arange(n), "prefill_tokens": prefill, "decode_reqs": decode,
+                         "total_tokens": prefill + decode, "schedule_t": schedule, "complete_t": complete})
+
+
+def test_recovers_known_coefficients() -> None:
+    result = fit([synthetic_run(600, 1), synthetic_run(600, 2)], seed=7)
+    for key, want in TRUE.items():
+        assert getattr(result, key) == pytest.approx(want, rel=0.05), key
+    assert result.n_test == pytest.approx(0.2 * (result.n_train + result.n_test), abs=1)
+    assert result.heldout_p50 < 0.03 and result.heldout_p90 < 0.06  # noise is 2%
+    assert result.seed == 7
+
+
+def test_predict_new_batches() -> None:
+    result = fit(synthetic_run(800, 3, noise=0.0))
+    got = result.predict([0, 2048], [16, 8])
+    want = [TRUE["a"] + TRUE["c"] * 16, TRUE["a"] + TRUE["b"] * 2048 + TRUE["c"] * 8 + TRUE["d"] * 2048**2]
+    assert got == pytest.approx(want, rel=1e-6)
+    assert result.heldout_p90 < 1e-6
+    d = result.to_dict()
+    assert d["coefficients"]["c_s_per_decode_req"] == pytest.approx(TRUE["c"])
+    assert d["n_test"] == result.n_test and "prefill_tokens^2" in d["model"]
+
+
+def test_idle_gaps_and_first_step_are_dropped() -> None:
+    steps = synthetic_run(100, 4, idle_every=10)
+    durations = step_durations(steps)
+    assert len(durations) == 100 - 10  # step 0 has no predecessor and is idle anyway
+    assert (durations.step_s > 0).all()
+
+
+def test_async_records_are_refused() -> None:
+    steps = synthetic_run(50, 5)
+    steps["schedule_t"] = steps["schedule_t"] - 0.05  # scheduled while the previous step ran
+    with pytest.raises(ValueError, match="synchronous runs"):
+        fit(steps)
+
+
+def test_too_few_steps() -> None:
+    with pytest.raises(ValueError, match="need more steps"):
+        fit(synthetic_run(6, 6))
+
+
+def test_fit_is_seeded() -> None:
+    steps = synthetic_run(300, 8)
+    assert fit(steps, seed=1) == fit(steps, seed=1)
+    assert fit(steps, seed=2) != fit(steps, seed=1)  # another held-out split

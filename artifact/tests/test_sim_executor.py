@@ -1,0 +1,274 @@
+"""The modeled executor: driven directly under vLLM's real scheduler, then inside real engines.
+
+The direct tests build the executor and a scheduler from a ``VllmConfig`` (no engine) and
+play the engine core's loop: depth 1 is the synchronous ``step()``, depth 2 the batch
+queue of async scheduling. The ``slow`` tests start in-process ``vllm.LLM`` engines with
+the executor as ``distributed_executor_backend``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future
+from itertools import pairwise
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.request import Request
+from vllm.v1.structured_output import StructuredOutputManager
+
+from dlfp.models import model_path
+from dlfp.sim.config import SimConfigError
+from dlfp.sim.costmodel import ModelShape, kv_cache_bytes, load_profile, step_time
+from dlfp.sim.executor import ModeledExecutor, prompt_digest, sampled_token
+
+
+def make_config(sim: dict[str, Any], model: str = "qwen3-tiny", budget: int = 512) -> VllmConfig:
+    model_config = ModelConfig(model=model_path(model), skip_tokenizer_init=True, dtype="float32",
+                               max_model_len=4096, seed=0)
+    scheduler_config = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=64, max_model_len=4096,
+                                       enable_chunked_prefill=True, is_encoder_decoder=False)
+    return VllmConfig(model_config=model_config, scheduler_config=scheduler_config,
+                      cache_config=CacheConfig(cache_dtype="auto", enable_prefix_caching=False),
+                      additional_config={"dlfp_sim": sim})
+
+
+def make_scheduler(executor: ModeledExecutor, num_blocks: int) -> Scheduler:
+    specs = executor.get_kv_cache_specs()[0]
+    spec = next(iter(specs.values()))
+    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
+                       kv_cache_groups=[KVCacheGroupSpec(list(specs), spec)])
+    config = executor.vllm_config
+    config.cache_config.num_gpu_blocks = num_blocks  # the engine core sets this from the KV cache config
+    cls = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler
+    return cls(vllm_config=config, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(config),
+               block_size=spec.block_size, log_stats=False)
+
+
+def prompt(index: int, length: int) -> list[int]:
+    return [100 + (index * 7919 + i * 31) % 30000 for i in range(length)]
+
+
+def drive(executor: ModeledExecutor, requests: list[tuple[str, list[int], int]], num_blocks: int = 4096
+          ) -> tuple[dict[str, list[int]], int]:
+    """Run requests to completion as the engine core would; check every step's sampling.
+
+    Returns the tokens per request and the number of preemptions seen.
+    """
+    scheduler = make_scheduler(executor, num_blocks)
+    for rid, ids, n in requests:
+        scheduler.add_request(Request(request_id=rid, prompt_token_ids=ids, pooling_params=None,
+                                      sampling_params=SamplingParams(max_tokens=n, ignore_eos=True, temperature=0)))
+    depth = 2 if executor.scheduler_config.async_scheduling else 1
+    inflight: deque[tuple[Any, Future[Any], set[str]]] = deque()
+    tokens: dict[str, list[int]] = {rid: [] for rid, _, _ in requests}
+    preemptions = 0
+    while scheduler.has_requests() or inflight:
+        if scheduler.has_requests():
+            out = scheduler.schedule()
+            preemptions += len(out.preempted_req_ids or ())
+            # vLLM's own verdict: a request samples unless it is mid-prompt after this step.
+            expect = {r for r in out.num_scheduled_tokens if not scheduler.requests[r].is_prefill_chunk}
+            future = executor.execute_model(out, non_block=True)
+            if future.result() is None:  # an empty step's output comes from execute_model itself
+                future = executor.sample_tokens(None, non_block=True)
+            inflight.append((out, future, expect))
+        if inflight and (len(inflight) >= depth or not scheduler.has_requests()):
+            out, future, expect = inflight.popleft()
+            output = future.result()
+            assert {r for r, s in zip(output.req_ids, output.sampled_token_ids, strict=True) if s} == expect
+            engine_outputs = scheduler.update_from_output(out, output).get(0)
+            for eco in engine_outputs.outputs if engine_outputs else ():
+                tokens[eco.request_id] += eco.new_token_ids
+    return tokens, preemptions
+
+
+def make_executor(sim: dict[str, Any], model: str = "qwen3-tiny") -> ModeledExecutor:
+    return ModeledExecutor(make_config(sim, model))
+
+
+FAST = {"profile": "h200"}  # qwen3-tiny on H200: microseconds of GPU time, 1 ms of host time per step
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_every_request_gets_exactly_its_tokens(async_scheduling: bool) -> None:
+    executor = make_executor({**FAST, "async_scheduling": async_scheduling})
+    # 600-token prompts under a 512-token budget: prefills are chunked.
+    requests = [(f"r{i}", prompt(i, 600 if i % 3 == 0 else 40), 5 + 7 * i) for i in range(9)]
+    tokens, _ = drive(executor, requests)
+    vocab = executor.vocab
+    for rid, ids, n in requests:
+        assert tokens[rid] == [sampled_token(prompt_digest(ids), len(ids) + k, vocab) for k in range(n)], rid
+    executor.shutdown()
+
+
+def test_preempted_requests_resume_with_the_same_tokens() -> None:
+    requests = [(f"p{i}", prompt(i, 120), 80) for i in range(8)]  # 1600 tokens in 60 blocks of 16
+    runs = {}
+    for mode in (False, True):
+        executor = make_executor({**FAST, "async_scheduling": mode})
+        runs[mode], preemptions = drive(executor, requests, num_blocks=60)
+        executor.shutdown()
+        assert preemptions > 0
+        assert all(len(runs[mode][rid]) == n for rid, _, n in requests)
+    assert runs[False] == runs[True]
+
+
+def test_start_up_answers() -> None:
+    executor = make_executor({}, model="qwen3-8b")
+    assert executor.scheduler_config.async_scheduling  # back on although the CPU platform turned it off
+    assert executor.cache_config.block_size == 16
+    specs = executor.get_kv_cache_specs()[0]
+    assert len(specs) == 36
+    spec = next(iter(specs.values()))
+    assert isinstance(spec, FullAttentionSpec)
+    assert (spec.num_kv_heads, spec.head_size, spec.dtype.itemsize, spec.block_size) == (8, 128, 2, 16)
+    shape = ModelShape.from_dir(model_path("qwen3-8b"))
+    utilization = 0.92  # vLLM's default gpu_memory_utilization
+    assert executor.determine_available_memory() == [kv_cache_bytes(shape, load_profile("a100"), 1, 2, utilization)]
+    assert executor.get_supported_kv_cache_layouts()[0]
+    assert executor.supported_tasks == ("generate",)
+    executor.compile_or_warm_up_model()
+    assert executor.collective_rpc("synchronize_device", non_block=True).result()
+    with pytest.raises(NotImplementedError, match="'load_model'"):
+        executor.collective_rpc("load_model")
+    assert executor.take_draft_token_ids() is None
+    executor.check_health()
+    executor.shutdown()
+    assert not make_executor({"async_scheduling": False}).scheduler_config.async_scheduling
+
+
+def test_bad_configuration_fails_at_construction() -> None:
+    with pytest.raises(SimConfigError, match="'tpp'"):
+        make_executor({"tpp": 2})
+    with pytest.raises(ValueError, match="unknown profile 'v100'"):
+        make_executor({"profile": "v100"})
+    with pytest.raises(ValueError, match="tp=3 does not divide"):
+        make_executor({"tp": 3}, model="qwen3-8b")
+
+
+def _timeline(async_scheduling: bool) -> list[Any]:
+    executor = make_executor({"async_scheduling": async_scheduling}, model="qwen3-8b")
+    requests = [(f"t{i}", prompt(i, 64), 12) for i in range(4)]
+    drive(executor, requests)
+    executor.shutdown()
+    shape, a100 = ModelShape.from_dir(model_path("qwen3-8b")), load_profile("a100")
+    decode = step_time(shape, a100, [(1, 70)] * 4).gpu_s
+    steps = list(executor.timeline)
+    assert all(s.end_t - s.start_t == pytest.approx(decode, rel=0.02) for s in steps[2:])  # decode steps
+    return steps
+
+
+def test_async_schedules_next_step_while_the_stream_runs() -> None:
+    steps = _timeline(async_scheduling=True)
+    overlapped = [b.entry_t < a.end_t for a, b in pairwise(steps)]
+    assert sum(overlapped) >= len(overlapped) - 1
+    # The stream stays busy: the next step starts when the previous one ends.
+    assert statistics.median(b.start_t - a.end_t for a, b in pairwise(steps)) < 1e-3
+
+
+def test_sync_waits_for_each_step() -> None:
+    steps = _timeline(async_scheduling=False)
+    assert all(b.entry_t >= a.done_t for a, b in pairwise(steps))
+    assert statistics.median(s.done_t - s.end_t for s in steps) < 1e-3  # stream wakes on time
+
+
+# --- real engines ---------------------------------------------------------------------------
+
+ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+              "VLLM_NO_USAGE_STATS": "1"}
+
+
+@pytest.fixture(scope="module")
+def engine_env() -> Iterator[None]:
+    """In-process engines; vLLM caches its env after an engine starts, so reset that too."""
+    import vllm.envs
+
+    saved = {k: os.environ.get(k) for k in ENGINE_ENV}
+    os.environ.update(ENGINE_ENV)
+    vllm.envs.disable_envs_cache()
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    vllm.envs.disable_envs_cache()
+
+
+def generate(sim: dict[str, Any], requests: list[tuple[list[int], int]], extra_config: dict[str, Any] | None = None,
+             **engine: Any) -> tuple[list[list[int]], list[Any], float]:
+    """Start an ``LLM`` over qwen3-8b with the modeled executor; outputs, timeline, start seconds."""
+    from vllm import LLM
+    from vllm.inputs import TokensPrompt
+
+    t0 = time.monotonic()
+    llm = LLM(model=model_path("qwen3-8b"), load_format="dummy", skip_tokenizer_init=True,
+              distributed_executor_backend=ModeledExecutor, max_model_len=4096, enable_prefix_caching=False,
+              max_num_batched_tokens=1024, additional_config={"dlfp_sim": sim, **(extra_config or {})},
+              **engine)
+    started = time.monotonic() - t0
+    try:
+        outs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids, _ in requests],
+                            [SamplingParams(max_tokens=n, ignore_eos=True, temperature=0) for _, n in requests],
+                            use_tqdm=False)
+        executor = llm.llm_engine.engine_core.engine_core.model_executor
+        return [list(o.outputs[0].token_ids) for o in outs], list(executor.timeline), started
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+
+
+WORKLOAD = [(prompt(i, 1500 if i % 4 == 0 else 30), 6 + 3 * i) for i in range(12)]
+
+
+@pytest.mark.slow
+def test_engine_sync_and_async_agree(engine_env: None) -> None:
+    results = {mode: generate({"async_scheduling": mode}, WORKLOAD) for mode in (False, True)}
+    outputs = {mode: r[0] for mode, r in results.items()}
+    assert [len(t) for t in outputs[False]] == [n for _, n in WORKLOAD]
+    assert outputs[False] == outputs[True]
+    assert outputs[False][0] == [sampled_token(prompt_digest(WORKLOAD[0][0]), 1500 + k, 151936)
+                                 for k in range(WORKLOAD[0][1])]
+    sync_steps, async_steps = results[False][1], results[True][1]
+    assert all(b.entry_t >= a.done_t for a, b in pairwise(sync_steps))
+    overlapped = sum(b.entry_t < a.end_t for a, b in pairwise(async_steps))
+    assert overlapped >= 0.8 * (len(async_steps) - 1)
+    assert max(r[2] for r in results.values()) < 60
+
+
+@pytest.mark.slow
+def test_engine_deterministic_across_runs(engine_env: None) -> None:
+    first = generate({"profile": "h200"}, WORKLOAD[:4])[0]
+    assert generate({"profile": "h200"}, WORKLOAD[:4])[0] == first
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_engine_with_dlfp_scheduler(engine_env: None, tmp_path: Any, async_scheduling: bool) -> None:
+    from dlfp.steplog import read_step_log
+
+    log = tmp_path / "steps.jsonl"
+    outputs, _, _ = generate({"async_scheduling": async_scheduling}, WORKLOAD,
+                             scheduler_cls="dlfp.vllm.DLFPScheduler",
+                             extra_config={"dlfp": {"step_log": str(log), "chunk_init": 128}})
+    assert [len(t) for t in outputs] == [n for _, n in WORKLOAD]
+    (header, records), = list(read_step_log(log))
+    assert header["async_scheduling"] is async_scheduling
+    mixed = [r for r in records if r["prefill_tokens"] and r["decode_reqs"]]
+    over = [(r["step"], r["prefill_tokens"], r["cap"], r["decode_reqs"])
+            for r in mixed if r["prefill_tokens"] > r["cap"]]
+    assert mixed and not over, over
+    ahead = sum(b["schedule_t"] < a["complete_t"] for a, b in pairwise(records))
+    assert (ahead > 0) is async_scheduling
