@@ -13,6 +13,7 @@ PYTEST_ARGS ?=
 # committed runs. Point RUN/GEN at data/runs/cpu-default etc. to refresh the committed traces.
 RUN ?= data/runs/local/cpu-default
 GEN ?= data/runs/local/generalization-cpu
+PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
 
@@ -44,11 +45,11 @@ test-fast: setup lint
 
 # The main job: every notebook in order (papermill's exit code is the gate), then the strict book.
 artifact: setup
-	$(VENV)/bin/dlfp pipeline --run $(RUN) --gen $(GEN)
+	$(VENV)/bin/dlfp pipeline --params $(PARAMS) --run $(RUN) --gen $(GEN)
 
 # Re-render the book from the committed traces alone (no engine starts).
 book: setup
-	$(VENV)/bin/dlfp pipeline --book-only --run $(BOOK_RUN) --gen $(BOOK_GEN)
+	$(VENV)/bin/dlfp pipeline --book-only --params $(PARAMS) --run $(BOOK_RUN) --gen $(BOOK_GEN)
 
 bench: setup
 	$(VENV)/bin/dlfp bench schedule

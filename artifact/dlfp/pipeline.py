@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 NOTEBOOKS = ("00_verify", "01_paired_trials", "02_generalization", "03_results", "04_reproducibility")
 FROM_TRACES = ("03_results", "04_reproducibility")
 """Notebooks that only read ``data/``: enough to re-render the book from committed traces."""
@@ -37,17 +39,34 @@ def notebook_parameters(run: str, gen: str, reduced: bool) -> dict[str, dict[str
     return params
 
 
-def execute(root: Path, out_dir: Path, params: dict[str, dict[str, Any]], names: tuple[str, ...]) -> None:
-    """Run ``names`` in order; the first failing notebook stops the job (its traceback stays in it)."""
+def load_target(path: Path | None) -> dict[str, Any]:
+    """A target's parameter file (``params/cpu.yaml``, ``params/a100.yaml``): name -> value."""
+    if path is None:
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        target = yaml.safe_load(fh) or {}
+    if not isinstance(target, dict):
+        raise ValueError(f"{path}: a parameter file must map parameter names to values")
+    return target
+
+
+def execute(root: Path, out_dir: Path, params: dict[str, dict[str, Any]], names: tuple[str, ...],
+            target: dict[str, Any] | None = None) -> None:
+    """Run ``names`` in order; the first failing notebook stops the job (its traceback stays in it).
+
+    Each notebook gets the ``target`` values its parameters cell declares, then ``params[name]``.
+    """
     import papermill
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         started = time.monotonic()
+        source = root / "notebooks" / f"{name}.ipynb"
+        declared = papermill.inspect_notebook(str(source))
+        values = {**{k: v for k, v in (target or {}).items() if k in declared}, **params[name]}
         print(f"[pipeline] {name} ...", file=sys.stderr, flush=True)
-        papermill.execute_notebook(str(root / "notebooks" / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
-                                   parameters=params[name], cwd=str(root), kernel_name="python3",
-                                   progress_bar=False)
+        papermill.execute_notebook(str(source), str(out_dir / f"{name}.ipynb"), parameters=values,
+                                   cwd=str(root), kernel_name="python3", progress_bar=False)
         print(f"[pipeline] {name} done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
 
@@ -74,12 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen", default="data/runs/generalization-cpu", help="generalization runs folder")
     ap.add_argument("--book-only", action="store_true", help="re-render from committed traces only")
     ap.add_argument("--reduced", action="store_true", help="small trials (CI)")
+    ap.add_argument("--params", type=Path, help="a target's parameter file, e.g. params/a100.yaml")
     ap.add_argument("--root", type=Path, default=Path.cwd(), help="repository root")
     args = ap.parse_args(argv)
     root = args.root.resolve()
     started = time.monotonic()
     names = FROM_TRACES if args.book_only else NOTEBOOKS
-    execute(root, root / "book" / "generated", notebook_parameters(args.run, args.gen, args.reduced), names)
+    params = notebook_parameters(args.run, args.gen, args.reduced)
+    execute(root, root / "book" / "generated", params, names, load_target(args.params))
     html = build_book(root)
     print(f"[pipeline] book at {html / 'index.html'}; total {time.monotonic() - started:.0f} s", file=sys.stderr)
     return 0

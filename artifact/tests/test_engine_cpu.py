@@ -1,6 +1,6 @@
 """DLFP in a real vLLM CPU engine (tiny Qwen3, fp32): stock and DLFP arms on one workload.
 
-Eight short requests decode while three 3000-token prompts arrive: enough stalls for
+Eight short requests decode while three 3500-token prompts arrive: enough stalls for
 stock vLLM that they reach its P99 inter-token gap. A first long prompt arrives alone.
 Each arm starts a fresh engine (about a minute on 2 cores).
 """
@@ -20,7 +20,7 @@ from dlfp.workload import Request
 pytestmark = pytest.mark.slow
 
 DECODERS = [f"d{i}" for i in range(8)]
-LONG = 3000
+LONG = 3500
 
 
 def _req(rid: str, index: int, at: float, prompt_len: int, out: int) -> Request:
@@ -49,6 +49,18 @@ def arms(tmp_path_factory) -> dict[str, ArmResult]:
 def decoder_gaps(arm: ArmResult) -> np.ndarray:
     tokens = arm.trace.tokens
     return itl_gaps(tokens[tokens.request_id.isin(DECODERS)])
+
+
+def worst_decode_stall(arm: ArmResult) -> float:
+    """The longest engine step that carried decodes (scheduler-call to scheduler-call).
+
+    The engine's own record of the stall decoders suffer. The client's single worst gap also
+    picks up OS scheduling noise on 2 cores (vLLM's OMP threads spin on both), so it is
+    printed, not asserted; the client's P99 is.
+    """
+    s = arm.steps.sort_values("step")
+    duration = s.schedule_t.shift(-1) - s.schedule_t
+    return float(duration[s.decode_reqs > 0].max())
 
 
 def test_every_request_complete_and_outputs_identical(arms) -> None:
@@ -82,7 +94,9 @@ def test_isolated_long_prompt_gets_full_budget(arms) -> None:
 def test_decode_stalls_fall_well_below_stock(arms) -> None:
     stock, dlfp = decoder_gaps(arms["stock"]), decoder_gaps(arms["dlfp"])
     assert len(stock) == len(dlfp) == 8 * 99
-    print(f"decoder ITL max {stock.max()*1e3:.0f} -> {dlfp.max()*1e3:.0f} ms, "
-          f"P99 {np.percentile(stock, 99)*1e3:.0f} -> {np.percentile(dlfp, 99)*1e3:.0f} ms")
-    assert dlfp.max() < 0.7 * stock.max()
+    stall_stock, stall_dlfp = worst_decode_stall(arms["stock"]), worst_decode_stall(arms["dlfp"])
+    print(f"worst engine step with decodes {stall_stock * 1e3:.0f} -> {stall_dlfp * 1e3:.0f} ms, "
+          f"client max gap {stock.max() * 1e3:.0f} -> {dlfp.max() * 1e3:.0f} ms, "
+          f"P99 {np.percentile(stock, 99) * 1e3:.0f} -> {np.percentile(dlfp, 99) * 1e3:.0f} ms")
+    assert stall_dlfp < 0.6 * stall_stock
     assert np.percentile(dlfp, 99) < 0.7 * np.percentile(stock, 99)
