@@ -96,15 +96,20 @@ def trial_rows(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def reductions(rows: pd.DataFrame, metric: str) -> list[float]:
+    """Per-trial paired reductions of ``metric``, stock -> DLFP, in percent, in trial order."""
+    wide = rows.pivot(index="trial", columns="arm", values=metric)
+    return [stats.paired_reduction(s, d) for s, d in zip(wide["stock"], wide["dlfp"], strict=True)]
+
+
 def paired(rows: pd.DataFrame, metric: str) -> dict[str, Any]:
     """Per-trial reductions of ``metric`` (stock -> DLFP, %), their mean and CIs across trials."""
-    wide = rows.pivot(index="trial", columns="arm", values=metric)
-    reductions = [stats.paired_reduction(s, d) for s, d in zip(wide["stock"], wide["dlfp"], strict=True)]
-    out: dict[str, Any] = {"metric": metric, "reductions_pct": reductions,
-                           "mean_pct": float(sum(reductions) / len(reductions)) if reductions else math.nan}
-    if len(reductions) >= 2:
-        _, out["t_lo"], out["t_hi"] = stats.t_ci(reductions)
-        _, out["boot_lo"], out["boot_hi"] = stats.bootstrap_ci(reductions)
+    reductions_pct = reductions(rows, metric)
+    out: dict[str, Any] = {"metric": metric, "reductions_pct": reductions_pct,
+                           "mean_pct": float(sum(reductions_pct) / len(reductions_pct)) if reductions_pct else math.nan}
+    if len(reductions_pct) >= 2:
+        _, out["t_lo"], out["t_hi"] = stats.t_ci(reductions_pct)
+        _, out["boot_lo"], out["boot_hi"] = stats.bootstrap_ci(reductions_pct)
     return out
 
 
@@ -115,8 +120,7 @@ def paper_table(rows: pd.DataFrame) -> pd.DataFrame:
         "seed": wide[("seed", "stock")],
         "P99 ITL stock (ms)": wide[("itl_p99_ms", "stock")],
         "P99 ITL DLFP (ms)": wide[("itl_p99_ms", "dlfp")],
-        "ITL reduction (%)": [stats.paired_reduction(s, d) for s, d in
-                              zip(wide[("itl_p99_ms", "stock")], wide[("itl_p99_ms", "dlfp")], strict=True)],
+        "ITL reduction (%)": reductions(rows, "itl_p99_ms"),
         "P99 TTFT stock (ms)": wide[("ttft_p99_ms", "stock")],
         "P99 TTFT DLFP (ms)": wide[("ttft_p99_ms", "dlfp")],
         "TTFT change (%)": [100.0 * (d - s) / s for s, d in

@@ -16,7 +16,7 @@ import pandas as pd
 import seaborn as sns
 
 from dlfp import metrics
-from dlfp.analysis import RunData, source_line
+from dlfp.analysis import RunData, reductions, source_line
 from dlfp.trialconfig import ARMS
 
 PALETTE = {"stock": "#8c8c8c", "dlfp": "#1f77b4"}
@@ -131,11 +131,8 @@ def telemetry(run: RunData, tele: dict[tuple[int, str], pd.DataFrame], trial: in
 
 def paired_reductions(rows: pd.DataFrame, run: RunData) -> plt.Figure:
     """Per-trial P99 ITL reductions: ours (measured) and the paper's (reported), side by side."""
-    from dlfp.stats import paired_reduction
-
     sns.set_theme(style="whitegrid")
-    wide = rows.pivot(index="trial", columns="arm", values="itl_p99_ms")
-    ours = [paired_reduction(s, d) for s, d in zip(wide["stock"], wide["dlfp"], strict=True)]
+    ours = reductions(rows, "itl_p99_ms")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
     panels = ((axes[0], ours, PALETTE["dlfp"], provenance(run)),
               (axes[1], list(PAPER["itl_reduction_pct"]), "#9467bd",
