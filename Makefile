@@ -13,6 +13,9 @@ PYTEST_ARGS ?=
 # committed runs. Point RUN/GEN at data/runs/cpu-default etc. to refresh the committed traces.
 RUN ?= data/runs/local/cpu-default
 GEN ?= data/runs/local/generalization-cpu
+# Simulated runs are committed complete, so make artifact reuses them (a rerun resumes, finds
+# nothing missing); SIM=data/runs/local/generalization-sim simulates afresh (~25 min on 2 cores).
+SIM ?= data/runs/generalization-sim
 PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
@@ -45,14 +48,15 @@ test-fast: setup lint
 
 # The main job: every notebook in order (papermill's exit code is the gate), then the strict book.
 artifact: setup
-	$(VENV)/bin/dlfp pipeline --params $(PARAMS) --run $(RUN) --gen $(GEN)
+	$(VENV)/bin/dlfp pipeline --params $(PARAMS) --run $(RUN) --gen $(GEN) --sim $(SIM)
 
 # Re-render the book from the committed traces alone (no engine starts).
 book: setup
-	$(VENV)/bin/dlfp pipeline --book-only --params $(PARAMS) --run $(BOOK_RUN) --gen $(BOOK_GEN)
+	$(VENV)/bin/dlfp pipeline --book-only --params $(PARAMS) --run $(BOOK_RUN) --gen $(BOOK_GEN) --sim $(SIM)
 
 bench: setup
 	$(VENV)/bin/dlfp bench schedule
+	$(VENV)/bin/dlfp bench sim overhead
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis _build build

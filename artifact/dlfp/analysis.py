@@ -185,20 +185,28 @@ def generalization_table(runs: list[RunData]) -> pd.DataFrame:
         if rows.empty:
             continue
         engine = run.manifest["config"]["engine"]
+        sim = engine.get("sim")
         itl, ttft = paired(rows, "itl_p99_ms"), paired(rows, "ttft_p99_ms")
         div = [interval_divergence(run.tables[(k, "dlfp")]["steps"]) for k in run.trials]
         out.append({
-            "model": engine["model"], "TP": engine.get("tensor_parallel_size", 1),
+            "model": engine["model"],
+            "device": f"{sim.get('profile', 'a100')} (modeled)" if sim is not None else _measured_device(run),
+            "TP": sim.get("tp", 1) if sim is not None else engine.get("tensor_parallel_size", 1),
             "trials": len(run.trials),
             "P99 ITL stock (ms)": rows[rows.arm == "stock"].itl_p99_ms.mean(),
             "P99 ITL DLFP (ms)": rows[rows.arm == "dlfp"].itl_p99_ms.mean(),
             "ITL reduction (%)": itl["mean_pct"],
-            "ITL CI (%)": f"[{itl['t_lo']:.1f}, {itl['t_hi']:.1f}]" if "t_lo" in itl else "n/a",
+            "ITL CI lo (%)": itl.get("t_lo", math.nan), "ITL CI hi (%)": itl.get("t_hi", math.nan),
             "TTFT reduction (%)": ttft["mean_pct"],
             "signal divergence": float(pd.Series(div).median()),
             "source": source_line(run),
         })
     return pd.DataFrame(out)
+
+
+def _measured_device(run: RunData) -> str:
+    gpus = [g.get("name") for g in run.manifest.get("hardware", {}).get("gpus") or []]
+    return gpus[0] if gpus else "CPU"
 
 
 def source_line(run: RunData) -> str:

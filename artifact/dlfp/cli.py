@@ -50,6 +50,38 @@ def _import_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from dlfp.sim.calibrate import MODEL, calibrate_run
+
+    if args.out is not None and args.out.exists() and not args.force:
+        raise ValueError(f"{args.out} exists; refusing to overwrite it (pass --force)")
+    profile = calibrate_run(args.run_dir, arms=args.arms, seed=args.seed, name=args.name)
+    f = profile.fit
+    print(f"{args.run_dir}: {MODEL}, {f.n_train} steps fitted, {f.n_test} held out (seed {f.seed})")
+    print(f"  a = {f.a * 1e3:.4f} ms   b = {f.b * 1e6:.4f} us/prefill token   c = {f.c * 1e3:.4f} ms/decode   "
+          f"d = {f.d * 1e9:.5f} ns/prefill token^2")
+    print(f"  held-out relative error: p50 {f.heldout_p50:.1%}, p90 {f.heldout_p90:.1%}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_name(f".{args.out.name}.partial")
+        tmp.write_text(profile.to_yaml(), encoding="utf-8")
+        tmp.replace(args.out)
+        print(f"  profile written to {args.out} (use it as engine.sim.profile, with async_scheduling: false)")
+    return 0
+
+
+def _gpu_calibrate(args: argparse.Namespace) -> int:
+    from dlfp.sim.gpucal import main
+
+    return main(args.rest)
+
+
+def _bench_sim(args: argparse.Namespace) -> int:
+    from dlfp.bench.sim_fidelity import main
+
+    return main(args.rest)
+
+
 def _pipeline(args: argparse.Namespace) -> int:
     from dlfp.pipeline import main
 
@@ -95,6 +127,20 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--tpot-slo-ms", type=float, default=100.0)
     imp.set_defaults(func=_import_bench)
 
+    cal = sub.add_parser("calibrate", help="fit a step-time profile to a measured synchronous run's step records")
+    cal.add_argument("run_dir", type=Path, help="a run folder of a real (not simulated) synchronous engine")
+    cal.add_argument("--out", type=Path, help="write the fitted profile (YAML) here, for engine.sim.profile")
+    cal.add_argument("--arms", nargs="+", default=["stock", "dlfp"], choices=["stock", "dlfp"])
+    cal.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
+    cal.add_argument("--name", help="profile name (default: fitted-<run folder>)")
+    cal.add_argument("--force", action="store_true", help="overwrite --out")
+    cal.set_defaults(func=_calibrate)
+
+    sim = sub.add_parser("sim", help="modeled-accelerator tools").add_subparsers(dest="what", required=True)
+    gpucal = sim.add_parser("gpu-calibrate", help="measure forward passes on a GPU and write a cost profile",
+                            add_help=False)
+    gpucal.set_defaults(func=_gpu_calibrate, delegates=True)
+
     pipe = sub.add_parser("pipeline", help="execute the notebooks with papermill and build the book", add_help=False)
     pipe.set_defaults(func=_pipeline, delegates=True)
 
@@ -104,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     sched.set_defaults(func=_bench_schedule, delegates=True)
     drv = bench_sub.add_parser("driver", help="open-loop client send lateness at a high rate", add_help=False)
     drv.set_defaults(func=_bench_driver, delegates=True)
+    bsim = bench_sub.add_parser("sim", help="modeled executor: overhead per step, and modeled vs real CPU engine",
+                                add_help=False)
+    bsim.set_defaults(func=_bench_sim, delegates=True)
     return ap
 
 

@@ -9,7 +9,15 @@ toward a target ``T*``:
 
 An interval above target never grows the chunk, one below never shrinks it. With no
 decodes running, or no prefill waiting, the step is unrestricted (full token budget)
-and ``C`` is left alone. Which interval feeds the law is a pluggable signal (see
+and ``C`` is left alone.
+
+The paper's law grows ``C`` after any fast guarded cycle, including one whose prefill was
+a short prompt far below the cap: a fast step then says nothing about a bigger chunk, yet
+``C`` climbs to ``chunk_max`` between long prompts (integrator windup, in control terms),
+and the next long prompt stalls the decodes in full. ``anti_windup`` (off by default, to
+keep the paper's law) grows ``C`` only after a step whose prefill filled its cap.
+
+Which interval feeds the law is a pluggable signal (see
 :mod:`dlfp.signals`); the controller only sees an :class:`Observation`.
 """
 
@@ -31,6 +39,8 @@ class Observation:
 
     interval_s: float
     guarded: bool
+    saturated: bool = True
+    """Did the measured step's prefill fill its cap? Only then may anti-windup grow ``C``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +82,8 @@ class DLFPController:
         if not (self.params.enabled and decodes_running and prefill_waiting):
             return Decision(cap=None, updated=False)
         updated = obs is not None and obs.guarded
-        if updated:
+        if updated and (obs.saturated or not self.params.anti_windup):
             self.chunk = next_chunk(self.chunk, obs.interval_s, self.params)
+        elif updated:
+            self.chunk = min(self.chunk, next_chunk(self.chunk, obs.interval_s, self.params))
         return Decision(cap=int(self.chunk), updated=updated)

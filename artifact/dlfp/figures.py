@@ -146,3 +146,29 @@ def paired_reductions(rows: pd.DataFrame, run: RunData) -> plt.Figure:
     axes[0].set_ylabel("P99 ITL reduction, stock -> DLFP (%)")
     fig.tight_layout()
     return fig
+
+
+def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
+    """Per run of :func:`dlfp.analysis.generalization_table`: the P99 ITL reduction with its
+    paired CI, the paper's result on Qwen3-0.6B beside it, and the signal divergence."""
+    sns.set_theme(style="whitegrid")
+    labels = [f"{r.device}\n{r.model} TP{r.TP}" for r in table.itertuples()]
+    y = np.arange(len(table))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.7 * len(table) + 2), sharey=True,
+                                      gridspec_kw={"width_ratios": [2, 1]})
+    lo, hi = table["ITL CI lo (%)"].to_numpy(), table["ITL CI hi (%)"].to_numpy()
+    mean = table["ITL reduction (%)"].to_numpy()
+    err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
+    left.errorbar(mean, y, xerr=err, fmt="o", color=PALETTE["dlfp"], capsize=4, label="ours: mean, paired 95% CI")
+    left.axvspan(*PAPER["ci_pct"], color="#ff7f0e", alpha=0.15,
+                 label=f"reported by the paper ({PAPER['setting']}): CI")
+    left.axvline(0, color="black", linewidth=0.8)
+    left.set_yticks(y, labels)
+    left.invert_yaxis()
+    left.set_xlabel("P99 ITL reduction, stock to DLFP (%)")
+    left.legend(loc="lower left", fontsize=8)
+    right.barh(y, table["signal divergence"].to_numpy(), color="#8c8c8c")
+    right.set_xlabel("signal divergence (median |interval - cadence| / cadence)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

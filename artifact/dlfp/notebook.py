@@ -87,3 +87,39 @@ def generalization_plan(base_config: str, models: Sequence[str], tensor_parallel
                                     "workload": {"rate_rps": rate}})
             plan.append((Path(out_root) / f"{m}-tp{tp}", parse_config(raw)))
     return plan
+
+
+def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]], out_root: str,
+                 overrides: Mapping[str, Any]) -> list[tuple[Path, TrialConfig]]:
+    """One validated simulated paired-trial config per ``{profile, model, tp}`` entry.
+
+    Each run's arrival rate, DLFP ITL objective and SLOs come from its own modeled decode
+    step (:mod:`dlfp.sim.study`); ``overrides`` (e.g. fewer trials) apply to every run.
+    """
+    from dlfp.sim.config import SimConfig
+    from dlfp.sim.costmodel import ModelShape, Profile, load_profile
+    from dlfp.sim.study import StudyRun, decode_step_s, scaled_settings
+
+    require(bool(runs) and all(isinstance(r, Mapping) for r in runs), "runs", runs,
+            "a list of {profile, model, tp} mappings")
+    base = config_with_overrides(base_config, overrides)
+    require(base.engine.sim is not None, "base_config", base_config, "a config with engine.sim set")
+    long_weight = sum(c["weight"] for c in base.workload["classes"] if c["name"] == "long")
+    total_weight = sum(c["weight"] for c in base.workload["classes"])
+    plan = []
+    for entry in runs:
+        unknown = sorted(set(entry) - {"profile", "model", "tp"})
+        require(not unknown, "runs", entry, "keys profile, model, tp")
+        run = StudyRun(**entry)
+        try:
+            shape = ModelShape.from_dir(model_path(run.model))
+            profile = load_profile(run.profile)
+        except ValueError as exc:
+            raise ValueError(f"notebook parameter 'runs' has {dict(entry)!r}: {exc}") from None
+        require(isinstance(profile, Profile), "runs", entry, "roofline profiles (a fitted one models one machine)")
+        sim = {**base.engine.sim, "profile": run.profile, "tp": run.tp}
+        decode_s = decode_step_s(shape, profile, run.tp, SimConfig(**sim).dtype_bytes)
+        raw = _merge(base.raw, {"name": f"{base.name}-{run.label}", "engine": {"model": run.model, "sim": sim},
+                                **scaled_settings(decode_s, long_weight / total_weight)})
+        plan.append((Path(out_root) / run.label, parse_config(raw)))
+    return plan

@@ -45,6 +45,8 @@ SPECS: tuple[ParamSpec, ...] = (
               "Largest prefill chunk a mixed step may get."),
     ParamSpec("chunk_init", 256, "tokens", "[chunk_min, chunk_max]",
               "Chunk before the first guarded cycle."),
+    ParamSpec("anti_windup", False, "-", "true or false",
+              "Grow the chunk only after a step whose prefill filled its cap (off: the paper's law)."),
     ParamSpec("signal", "schedule", "-", " or ".join(SIGNALS),
               "Interval fed to the law: scheduler-call interval (paper) or completion cadence."),
     ParamSpec("step_log", None, "path", "null or a file path",
@@ -65,6 +67,7 @@ class DLFPParams:
     chunk_min: int = 32
     chunk_max: int = 2048
     chunk_init: int = 256
+    anti_windup: bool = False
     signal: str = "schedule"
     step_log: str | None = None
 
@@ -103,6 +106,8 @@ def _validate(p: DLFPParams) -> None:
     _check_number(p, "chunk_min", int, 1, _MAX_TOKENS, lo_open=False)
     _check_number(p, "chunk_max", int, p.chunk_min, _MAX_TOKENS, lo_open=False)
     _check_number(p, "chunk_init", int, p.chunk_min, p.chunk_max, lo_open=False)
+    if not isinstance(p.anti_windup, bool):
+        raise _fail("anti_windup", p.anti_windup, _allowed("anti_windup"))
     if p.signal not in SIGNALS:
         raise _fail("signal", p.signal, _allowed("signal"))
     if p.step_log is not None and not (isinstance(p.step_log, str) and p.step_log):

@@ -23,19 +23,20 @@ FROM_TRACES = ("03_results", "04_reproducibility")
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 
 
-def notebook_parameters(run: str, gen: str, reduced: bool) -> dict[str, dict[str, Any]]:
+def notebook_parameters(run: str, gen: str, sim: str, reduced: bool) -> dict[str, dict[str, Any]]:
     """Papermill parameters per notebook; ``reduced`` shrinks the trials for CI."""
     params: dict[str, dict[str, Any]] = {
         "00_verify": {},
         "01_paired_trials": {"run_dir": run},
-        "02_generalization": {"out_root": gen},
-        "03_results": {"run_dir": run, "generalization_root": gen},
-        "04_reproducibility": {"run_roots": sorted({str(Path(run).parent), str(Path(gen).parent)})},
+        "02_generalization": {"out_root": gen, "modeled_root": sim},
+        "03_results": {"run_dir": run, "generalization_root": gen, "modeled_root": sim},
+        "04_reproducibility": {"run_roots": sorted({str(Path(d).parent) for d in (run, gen, sim)})},
     }
     if reduced:
+        small = {"trials": 1, "workload": {"n_requests": 10}}
         params["01_paired_trials"]["overrides"] = {"trials": 2, "workload": {"n_requests": 12}}
-        params["02_generalization"].update(models=["qwen3-tiny"],
-                                           overrides={"trials": 1, "workload": {"n_requests": 10}})
+        params["02_generalization"].update(models=["qwen3-tiny"], overrides=small, modeled_overrides=small,
+                                           modeled_runs=[{"profile": "a100", "model": "qwen3-0.6b", "tp": 1}])
     return params
 
 
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dlfp pipeline", description=__doc__)
     ap.add_argument("--run", default="data/runs/cpu-default", help="paired-trial run folder")
     ap.add_argument("--gen", default="data/runs/generalization-cpu", help="generalization runs folder")
+    ap.add_argument("--sim", default="data/runs/generalization-sim",
+                    help="simulated generalization runs folder (the committed one is complete: nothing reruns)")
     ap.add_argument("--book-only", action="store_true", help="re-render from committed traces only")
     ap.add_argument("--reduced", action="store_true", help="small trials (CI)")
     ap.add_argument("--params", type=Path, help="a target's parameter file, e.g. params/a100.yaml")
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     started = time.monotonic()
     names = FROM_TRACES if args.book_only else NOTEBOOKS
-    params = notebook_parameters(args.run, args.gen, args.reduced)
+    params = notebook_parameters(args.run, args.gen, args.sim, args.reduced)
     execute(root, root / "book" / "generated", params, names, load_target(args.params))
     html = build_book(root)
     print(f"[pipeline] book at {html / 'index.html'}; total {time.monotonic() - started:.0f} s", file=sys.stderr)

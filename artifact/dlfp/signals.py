@@ -68,7 +68,8 @@ class StepTracker:
                 return None
             interval = step.complete_t - prev.complete_t  # type: ignore[operator]
         self._used = step
-        return Observation(interval_s=interval, guarded=planning_mixed and step.mixed)
+        saturated = step.cap is not None and step.prefill_tokens >= step.cap
+        return Observation(interval_s=interval, guarded=planning_mixed and step.mixed, saturated=saturated)
 
     def scheduled(self, record: StepRecord) -> None:
         """Register a step just returned by ``schedule()``."""

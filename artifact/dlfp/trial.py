@@ -118,6 +118,10 @@ def _open_run(config: TrialConfig, out: Path) -> dict[str, Any]:
             raise RunFolderError(
                 f"{out} holds a run of a different config; refusing to overwrite it "
                 "(choose another --out, or delete the folder yourself)")
+        recorded = (manifest.get("sim_profile") or {}).get("sha256")
+        if recorded is not None and recorded != sim_profile_record(config)["sha256"]:
+            raise RunFolderError(f"{out} was simulated with another version of cost profile "
+                                 f"{config.engine.sim['profile']!r}; refusing to mix them in one run")
         return manifest
     if out.exists() and any(out.iterdir()):
         raise RunFolderError(f"{out} exists, is not empty and has no {MANIFEST}: refusing to write there")
@@ -128,8 +132,28 @@ def _open_run(config: TrialConfig, out: Path) -> dict[str, Any]:
         "kind": "dlfp-paired-trials", "name": config.name, "status": "running", "created": _now(),
         "versions": software_versions(), "git": git_state(), "hardware": describe_hardware(),
         "telemetry": telemetry_source(), "argv": sys.argv, "config": config.raw,
+        **({"sim_profile": sim_profile_record(config)} if config.engine.sim is not None else {}),
         "units": plan_units(config),
     }
+
+
+def sim_profile_record(config: TrialConfig) -> dict[str, Any]:
+    """The cost profile a simulated run uses: its file, checksum and every value in it.
+
+    A profile named by a shipped name can change with the package; the checksum makes
+    the run say exactly which numbers produced it, and a resume refuses another version.
+    """
+    import yaml
+
+    from dlfp.sim.config import SimConfig
+    from dlfp.sim.costmodel import PROFILE_DIR, load_profile, profile_file
+
+    name = SimConfig(**(config.engine.sim or {})).profile
+    load_profile(name)  # a clear error for a missing or invalid profile, before any engine
+    path = profile_file(name)
+    shown = f"dlfp/sim/profiles/{path.name} (shipped)" if path.parent == PROFILE_DIR else str(path)
+    return {"name": name, "file": shown, "sha256": sha256(path),
+            "values": yaml.safe_load(path.read_text(encoding="utf-8"))}
 
 
 def _missing(manifest: dict[str, Any]) -> list[str]:

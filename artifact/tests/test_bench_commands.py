@@ -23,3 +23,25 @@ def test_schedule_benchmark_runs(capsys) -> None:
 def test_paired_ci_command(capsys) -> None:
     assert main(["stats", "paired-ci", "24.8", "30.1", "28.2"]) == 0
     assert "mean 27.70%" in capsys.readouterr().out and main(["stats", "paired-ci", "5"]) == 2
+
+
+def test_sim_overhead_benchmark_runs(capsys) -> None:
+    pytest.importorskip("vllm")
+    assert main(["bench", "sim", "overhead", "--steps", "100", "--running", "4"]) == 0
+    assert "overhead beyond the modeled time p50" in capsys.readouterr().out
+
+
+def test_calibrate_command_writes_a_profile_once(tmp_path, capsys) -> None:
+    from dlfp.sim.calibrate import FittedProfile
+    from dlfp.sim.costmodel import load_profile
+
+    out = tmp_path / "cpu.yaml"
+    assert main(["calibrate", "data/runs/cpu-default", "--arms", "stock", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "held-out relative error: p50" in text and "profile written" in text
+    profile = load_profile(out)
+    assert isinstance(profile, FittedProfile) and profile.calibration["model"] == "qwen3-tiny"
+    assert profile.calibration["units"] == ["trial-0/stock", "trial-1/stock", "trial-2/stock"]
+    assert profile.device.startswith("measured: ")
+    assert main(["calibrate", "data/runs/cpu-default", "--out", str(out)]) == 2
+    assert "refusing to overwrite" in capsys.readouterr().err

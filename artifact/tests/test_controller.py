@@ -108,6 +108,7 @@ def test_defaults_match_spec_table() -> None:
         ({"enabled": "yes"}, "'enabled'"),
         ({"itl_slo_ms": -5}, "(0, 60000]"),
         ({"target_fraction": True}, "'target_fraction'"),
+        ({"anti_windup": 1}, "'anti_windup' = 1"),
     ],
 )
 def test_bad_config_is_named(raw: dict, needle: str) -> None:
@@ -118,3 +119,36 @@ def test_bad_config_is_named(raw: dict, needle: str) -> None:
 
 def test_target_interval() -> None:
     assert parse_params({"itl_slo_ms": 80, "target_fraction": 0.25}).target_interval_s == 0.02
+
+
+@given(params(), intervals, st.booleans())
+def test_anti_windup_never_grows_after_an_unfilled_step(p: DLFPParams, interval: float, saturated: bool) -> None:
+    guarded = DLFPParams(**{**{k: getattr(p, k) for k in p.__slots__}, "anti_windup": True})
+    paper, held = DLFPController(p), DLFPController(guarded)
+    obs = Observation(interval, True, saturated=saturated)
+    paper.decide(decodes_running=True, prefill_waiting=True, obs=obs)
+    d = held.decide(decodes_running=True, prefill_waiting=True, obs=obs)
+    assert d.updated
+    if saturated or interval >= p.target_interval_s:
+        assert held.chunk == paper.chunk  # the paper's law whenever it shrinks or the cap was filled
+    else:
+        assert held.chunk == float(p.chunk_init)  # a fast step that did not fill its cap holds C
+
+
+def test_anti_windup_hand_computed() -> None:
+    p = parse_params({"itl_slo_ms": 100, "gain": 0.5, "chunk_init": 1000, "anti_windup": True})
+    c = DLFPController(p)
+    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.025, True, saturated=False))
+    assert c.chunk == 1000.0  # 25 ms < T* = 50 ms, but only 200 of 1000 tokens were prefilled: hold
+    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.025, True, saturated=True))
+    assert c.chunk == pytest.approx(1250.0)  # 1000 * (1 + 0.5 * (50 - 25) / 50)
+    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.100, True, saturated=False))
+    assert c.chunk == pytest.approx(625.0)  # shrinking never waits: 1250 * (1 - 0.5)
+
+
+def test_readme_lists_every_parameter_in_order() -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert re.findall(r"^\| `(\w+)` \|", readme, flags=re.M) == [s.name for s in SPECS]

@@ -45,8 +45,8 @@ def test_bad_parameter_fails_before_any_trial(tmp_path) -> None:
 def built_book(tmp_path_factory) -> Path:
     scratch = tmp_path_factory.mktemp("artifact")
     copy_book_sources(ROOT, scratch)
-    params = notebook_parameters(str(scratch / "data" / "runs" / "cpu"),
-                                 str(scratch / "data" / "runs" / "generalization"), reduced=True)
+    runs = scratch / "data" / "runs"
+    params = notebook_parameters(str(runs / "cpu"), str(runs / "generalization"), str(runs / "sim"), reduced=True)
     execute(ROOT, scratch / "book" / "generated", params, NOTEBOOKS)
     return build_book(scratch)
 

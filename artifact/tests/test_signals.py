@@ -28,6 +28,16 @@ def test_mode_switch_is_unguarded() -> None:
     assert not tr.observe(0.05, False).guarded
 
 
+def test_saturated_means_the_measured_prefill_filled_its_cap() -> None:
+    tr = StepTracker("schedule")
+    full, short = rec(0, 0.0, 256, 4), rec(1, 0.01, 40, 4)
+    full.cap = short.cap = 256
+    tr.scheduled(full)
+    assert tr.observe(0.01, True).saturated
+    tr.scheduled(short)  # a short prompt's whole prefill: below the cap
+    assert not tr.observe(0.02, True).saturated
+
+
 def test_completion_signal_is_cadence_and_used_once() -> None:
     tr = StepTracker("completion")
     a, b = rec(0, 0.0, 100, 4), rec(1, 0.001, 100, 4)

@@ -1,4 +1,4 @@
-"""Calibration recovers known coefficients from synthetic step records."""
+"""Calibration recovers known coefficients from synthetic step records; fitted profiles round-trip."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlfp.sim.calibrate import fit, step_durations
+from dlfp.sim.calibrate import FittedProfile, fit, parse_fitted_profile, step_durations
 
 TRUE = {"a": 0.012, "b": 8e-5, "c": 4e-4, "d": 3e-8}
 
@@ -19,11 +19,11 @@ def synthetic_run(n: int, seed: int, noise: float = 0.02, idle_every: int = 25) 
     decode[prefill == 0] = np.maximum(decode[prefill == 0], 1)
     cost = TRUE["a"] + TRUE["b"] * prefill + TRUE["c"] * decode + TRUE["d"] * prefill**2
     cost = cost * (1 + noise * rng.standard_normal(n))
-    gap = np.where(np.arange(n) % idle_every == 0, 0.5, 0.0002)  # waits for arrivals
+    gap = np.where(np.arange(n) % idle_every == 0, 0.5, 0.0002)  # waits for arrivals, output processing
     schedule, complete, t = np.empty(n), np.empty(n), 100.0
     for i in range(n):
         schedule[i] = t + gap[i]
-        complete[i] = t = schedule[i] + cost[i] - 0.0002  # the cadence includes the loop overhead
+        complete[i] = t = schedule[i] + cost[i]
     return pd.DataFrame({"step": np.arange(n), "prefill_tokens": prefill, "decode_reqs": decode,
                          "total_tokens": prefill + decode, "schedule_t": schedule, "complete_t": complete})
 
@@ -48,11 +48,13 @@ def test_predict_new_batches() -> None:
     assert d["n_test"] == result.n_test and "prefill_tokens^2" in d["model"]
 
 
-def test_idle_gaps_and_first_step_are_dropped() -> None:
-    steps = synthetic_run(100, 4, idle_every=10)
+def test_durations_are_spans_not_cadence() -> None:
+    steps = synthetic_run(100, 4, idle_every=10, noise=0.0)
     durations = step_durations(steps)
-    assert len(durations) == 100 - 10  # step 0 has no predecessor and is idle anyway
-    assert (durations.step_s > 0).all()
+    assert len(durations) == 100  # idle waits before a step are not part of its span
+    p, d = steps.prefill_tokens, steps.decode_reqs
+    want = TRUE["a"] + TRUE["b"] * p + TRUE["c"] * d + TRUE["d"] * p**2
+    assert durations.step_s.to_numpy() == pytest.approx(want.to_numpy(), rel=1e-9)
 
 
 def test_async_records_are_refused() -> None:
@@ -71,3 +73,26 @@ def test_fit_is_seeded() -> None:
     steps = synthetic_run(300, 8)
     assert fit(steps, seed=1) == fit(steps, seed=1)
     assert fit(steps, seed=2) != fit(steps, seed=1)  # another held-out split
+
+
+def test_fitted_profile_round_trips_and_predicts(tmp_path) -> None:
+    import yaml
+
+    from dlfp.sim.costmodel import load_profile
+
+    result = fit(synthetic_run(400, 9))
+    profile = FittedProfile(name="fitted-x", device="measured: test", fit=result, shape={"hidden": 64},
+                            kv_cache_gib=2.0, calibration={"run": "x"})
+    path = tmp_path / "p.yaml"
+    path.write_text(profile.to_yaml())
+    loaded = load_profile(path)
+    assert isinstance(loaded, FittedProfile)
+    assert loaded.fit.step_s(2048, 8) == pytest.approx(float(result.predict(2048, 8)), rel=1e-12)
+    assert loaded.kv_cache_gib == 2.0 and loaded.calibration == {"run": "x"}
+    raw = yaml.safe_load(path.read_text())
+    raw["coefficients"]["a_s"] = -1.0
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        parse_fitted_profile(raw, "p.yaml")
+    del raw["kv_cache_gib"]
+    with pytest.raises(ValueError, match=r"p.yaml: fitted profile lacks \['kv_cache_gib'\]"):
+        parse_fitted_profile(raw, "p.yaml")

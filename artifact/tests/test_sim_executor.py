@@ -21,40 +21,15 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.sampling_params import SamplingParams
-from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm.v1.request import Request
-from vllm.v1.structured_output import StructuredOutputManager
 
 from dlfp.models import model_path
 from dlfp.sim.config import SimConfigError
 from dlfp.sim.costmodel import ModelShape, kv_cache_bytes, load_profile, step_time
+from dlfp.sim.direct import make_executor, make_scheduler
 from dlfp.sim.executor import ModeledExecutor, prompt_digest, sampled_token
-
-
-def make_config(sim: dict[str, Any], model: str = "qwen3-tiny", budget: int = 512) -> VllmConfig:
-    model_config = ModelConfig(model=model_path(model), skip_tokenizer_init=True, dtype="float32",
-                               max_model_len=4096, seed=0)
-    scheduler_config = SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=64, max_model_len=4096,
-                                       enable_chunked_prefill=True, is_encoder_decoder=False)
-    return VllmConfig(model_config=model_config, scheduler_config=scheduler_config,
-                      cache_config=CacheConfig(cache_dtype="auto", enable_prefix_caching=False),
-                      additional_config={"dlfp_sim": sim})
-
-
-def make_scheduler(executor: ModeledExecutor, num_blocks: int) -> Scheduler:
-    specs = executor.get_kv_cache_specs()[0]
-    spec = next(iter(specs.values()))
-    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
-                       kv_cache_groups=[KVCacheGroupSpec(list(specs), spec)])
-    config = executor.vllm_config
-    config.cache_config.num_gpu_blocks = num_blocks  # the engine core sets this from the KV cache config
-    cls = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler
-    return cls(vllm_config=config, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(config),
-               block_size=spec.block_size, log_stats=False)
 
 
 def prompt(index: int, length: int) -> list[int]:
@@ -93,10 +68,6 @@ def drive(executor: ModeledExecutor, requests: list[tuple[str, list[int], int]],
             for eco in engine_outputs.outputs if engine_outputs else ():
                 tokens[eco.request_id] += eco.new_token_ids
     return tokens, preemptions
-
-
-def make_executor(sim: dict[str, Any], model: str = "qwen3-tiny") -> ModeledExecutor:
-    return ModeledExecutor(make_config(sim, model))
 
 
 FAST = {"profile": "h200"}  # qwen3-tiny on H200: microseconds of GPU time, 1 ms of host time per step
@@ -157,6 +128,40 @@ def test_bad_configuration_fails_at_construction() -> None:
         make_executor({"profile": "v100"})
     with pytest.raises(ValueError, match="tp=3 does not divide"):
         make_executor({"tp": 3}, model="qwen3-8b")
+
+
+def fitted_profile(tmp_path: Any, model: str = "qwen3-tiny") -> Any:
+    """A fitted profile whose costs tell prefill tokens and decodes apart: 1 us vs 1 ms each."""
+    from dataclasses import asdict
+
+    from dlfp.sim.calibrate import Fit, FittedProfile
+
+    fit = Fit(a=1e-3, b=1e-6, c=1e-3, d=0.0, n_train=0, n_test=0, heldout_p50=0.0, heldout_p90=0.0, seed=0)
+    shape = asdict(ModelShape.from_dir(model_path(model)))
+    path = tmp_path / "fitted.yaml"
+    path.write_text(FittedProfile("fitted-test", "test", fit, shape, kv_cache_gib=0.5).to_yaml())
+    return path
+
+
+def test_fitted_profile_costs_prefill_tokens_and_decodes(tmp_path: Any) -> None:
+    executor = make_executor({"profile": str(fitted_profile(tmp_path)), "async_scheduling": False})
+    assert executor.determine_available_memory() == [512 * 1024 * 1024]
+    requests = [(f"f{i}", prompt(i, 600 if i % 3 == 0 else 40), 6) for i in range(6)]
+    tokens, _ = drive(executor, requests)
+    assert all(len(tokens[rid]) == n for rid, _, n in requests)
+    decodes_seen = set()
+    for step in executor.timeline:
+        # gpu = a + b * prefill + c * decodes with prefill = tokens - decodes: solve for decodes
+        decodes = (step.end_t - step.start_t - 1e-3 - 1e-6 * step.tokens) / (1e-3 - 1e-6)
+        assert decodes == pytest.approx(round(decodes), abs=1e-6) and 0 <= round(decodes) <= step.requests
+        assert step.host_s == 0.0
+        decodes_seen.add(round(decodes))
+    assert max(decodes_seen) >= 3 and 0 in decodes_seen
+    executor.shutdown()
+    with pytest.raises(ValueError, match="another model shape"):
+        make_executor({"profile": str(fitted_profile(tmp_path, "qwen3-8b"))})
+    with pytest.raises(ValueError, match="tp must be 1"):
+        make_executor({"profile": str(fitted_profile(tmp_path)), "tp": 2})
 
 
 def _timeline(async_scheduling: bool) -> list[Any]:

@@ -129,3 +129,32 @@ def test_bad_config_refused_before_any_work(raw: dict, needle: str, tmp_path, fa
         trial.run_trials(parse_config(raw), tmp_path / "run", progress=False)
     assert needle in str(err.value)
     assert arms.calls == [] and not (tmp_path / "run").exists()
+
+
+def test_simulated_run_records_its_profile_and_refuses_another_version(tmp_path, fake) -> None:
+    from dlfp.sim.costmodel import PROFILE_DIR
+
+    profile = tmp_path / "gpu.yaml"
+    profile.write_text((PROFILE_DIR / "a100.yaml").read_text())
+    config = parse_config({**CONFIG, "engine": {"sim": {"profile": str(profile)}}})
+    out = tmp_path / "run"
+    fake(fail_at=2, fail=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        trial.run_trials(config, out, progress=False)
+    record = manifest(out)["sim_profile"]
+    assert record["sha256"] == trial.sha256(profile) and record["values"]["compute"]["peak_tflops"]["value"] == 312
+    profile.write_text(profile.read_text().replace("value: 0.6,", "value: 0.7,", 1))
+    arms = fake()
+    with pytest.raises(trial.RunFolderError, match="another version of cost profile"):
+        trial.run_trials(config, out, progress=False)
+    assert arms.calls == []
+    shipped = parse_config({**CONFIG, "engine": {"sim": {"profile": "h200"}}})
+    assert trial.sim_profile_record(shipped)["file"] == "dlfp/sim/profiles/h200.yaml (shipped)"
+
+
+def test_missing_profile_refused_before_any_arm(tmp_path, fake) -> None:
+    arms = fake()
+    config = parse_config({**CONFIG, "engine": {"sim": {"profile": str(tmp_path / "none.yaml")}}})
+    with pytest.raises(ValueError, match="unknown profile"):
+        trial.run_trials(config, tmp_path / "run", progress=False)
+    assert arms.calls == []

@@ -117,3 +117,16 @@ def test_decodes_finishing_under_async_do_not_leak_budget_to_prefill() -> None:
         decoding = [r for r in o.num_scheduled_tokens if r.startswith("d") and o.num_scheduled_tokens[r] == 1]
         if decoding and prefill > 2:
             assert prefill <= CAP, (prefill, len(decoding))
+
+
+@pytest.mark.parametrize("anti_windup", [False, True])
+def test_anti_windup_holds_the_chunk_through_short_prompts(anti_windup: bool) -> None:
+    """Fast mixed steps whose prefill is a short prompt grow the paper's chunk, not the held one."""
+    dlfp = {"chunk_min": 32, "chunk_init": 256, "chunk_max": 2048, "anti_windup": anti_windup}
+    s = make_scheduler(DLFPScheduler, async_scheduling=False, dlfp=dlfp)
+    arrivals = {0: [make_request(f"d{i}", 32, 80) for i in range(8)]}
+    arrivals.update({k: [make_request(f"s{k}", 40, 2)] for k in range(2, 30)})  # direct drive: ~0 s steps
+    arrivals[40] = [make_request("long", 2000, 2)]
+    outputs = run_to_completion(s, arrivals, async_depth=1)
+    first_chunk = next(n for n in per_step(outputs, "long") if n)
+    assert first_chunk == (256 if anti_windup else 2000)

@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
-SOURCES = ("public spec", "assumed")
+SOURCES = ("public spec", "assumed", "measured")
 GiB = 1 << 30
 
 # Profile schema: section -> key -> (field name, must be <= 1). Every value is positive.
@@ -196,15 +196,28 @@ def available_profiles() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in PROFILE_DIR.glob("*.yaml")))
 
 
-def load_profile(name_or_path: str | Path) -> Profile:
-    """A shipped profile by name (``"a100"``) or a YAML file by path."""
-    path = PROFILE_DIR / f"{name_or_path}.yaml"
+def load_profile(name_or_path: str | Path) -> Any:
+    """A shipped profile by name (``"a100"``) or a YAML file by path.
+
+    Returns a :class:`Profile` (roofline), or a :class:`dlfp.sim.calibrate.FittedProfile`
+    for a file with ``kind: fitted`` written by ``dlfp calibrate``.
+    """
+    path = profile_file(name_or_path)
     if not path.is_file():
-        path = Path(name_or_path)
-        if not path.is_file():
-            raise ValueError(f"unknown profile {str(name_or_path)!r}: use one of "
-                             f"{list(available_profiles())} or a YAML file path")
-    return parse_profile(yaml.safe_load(path.read_text()), origin=str(path))
+        raise ValueError(f"unknown profile {str(name_or_path)!r}: use one of "
+                         f"{list(available_profiles())} or a YAML file path")
+    raw = yaml.safe_load(path.read_text())
+    if isinstance(raw, Mapping) and raw.get("kind") == "fitted":
+        from dlfp.sim.calibrate import parse_fitted_profile
+
+        return parse_fitted_profile(raw, origin=str(path))
+    return parse_profile(raw, origin=str(path))
+
+
+def profile_file(name_or_path: str | Path) -> Path:
+    """The file a profile name or path refers to (for checksums in manifests)."""
+    path = PROFILE_DIR / f"{name_or_path}.yaml"
+    return path if path.is_file() else Path(name_or_path)
 
 
 @dataclass(frozen=True, slots=True)

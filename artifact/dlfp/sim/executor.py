@@ -2,12 +2,14 @@
 
 ``distributed_executor_backend=ModeledExecutor`` (or ``"dlfp.sim.executor.ModeledExecutor"``)
 runs vLLM 0.32's real engine core, scheduler and output processing, while the model is a
-roofline cost (:mod:`dlfp.sim.costmodel`). Per step, ``execute_model`` spends the modeled
-host time (input preparation, launches) on the calling engine thread, then hands the step
-to a single worker thread, the modeled GPU stream, which runs steps in order and finishes
-each at ``max(submitted, previous step finished) + gpu time``. Under async scheduling the
-engine schedules step N+1 while step N sleeps on that stream, exactly the overlap whose
-effect on the feedback signal this project studies.
+roofline cost (:mod:`dlfp.sim.costmodel`) or a profile fitted to measured steps by
+``dlfp calibrate`` (:mod:`dlfp.sim.calibrate`, all of whose time is stream time). Per step,
+``execute_model`` spends the modeled host time (input preparation, launches) on the
+calling engine thread, then hands the step to a single worker thread, the modeled GPU
+stream, which runs steps in order and finishes each at ``max(submitted, previous step
+finished) + gpu time``. Under async scheduling the engine schedules step N+1 while step N
+sleeps on that stream, exactly the overlap whose effect on the feedback signal this
+project studies.
 
 Outputs are fabricated: every request whose prompt is complete after a step gets one
 token, a hash of its prompt and the token's position (deterministic across runs and arms,
@@ -17,9 +19,9 @@ tokens the request already has), the same test vLLM's own runner applies.
 
 The KV cache is the modeled device's: profile capacity times ``gpu_memory_utilization``,
 less weights and the activation reserve (:func:`dlfp.sim.costmodel.kv_cache_bytes`), so
-preemption sets in where it would on that GPU. ``kv_cache_memory_bytes`` and
-``VLLM_CPU_KVCACHE_SPACE`` size a CPU worker's cache and are ignored here; vLLM's
-``num_gpu_blocks_override`` still applies.
+preemption sets in where it would on that GPU; a fitted profile keeps the calibrated
+engine's cache size. ``kv_cache_memory_bytes`` and ``VLLM_CPU_KVCACHE_SPACE`` size a CPU
+worker's cache and are ignored here; vLLM's ``num_gpu_blocks_override`` still applies.
 
 Settings come from ``additional_config["dlfp_sim"]`` (:mod:`dlfp.sim.config`). Not
 supported: engine-level TP/PP (model TP with ``dlfp_sim.tp``), speculative decoding,
@@ -46,9 +48,10 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
+from dlfp.sim.calibrate import FittedProfile
 from dlfp.sim.clock import sleep_until
 from dlfp.sim.config import parse_sim_config
-from dlfp.sim.costmodel import ModelShape, check_tp, kv_cache_bytes, load_profile, step_time
+from dlfp.sim.costmodel import GiB, ModelShape, StepTime, check_tp, kv_cache_bytes, load_profile, step_time
 
 logger = logging.getLogger("dlfp.sim")
 
@@ -65,9 +68,11 @@ class ModeledStep:
 
     ``entry_t``: ``execute_model`` called (right after ``schedule()``); ``submit_t``: host
     time spent, handed to the stream; ``start_t``/``end_t``: modeled GPU interval;
-    ``done_t``: when the stream thread really woke (``None`` until then).
+    ``done_t``: when the stream thread really woke (``None`` until then). ``host_s`` is the
+    modeled host time, so ``submit_t - entry_t - host_s`` is the executor's own overhead.
     """
 
+    host_s: float
     entry_t: float
     submit_t: float
     start_t: float
@@ -122,6 +127,12 @@ class ModeledExecutor(Executor):
         self.profile = load_profile(self.sim.profile)
         self.shape = ModelShape.from_hf_config(self.model_config.hf_text_config.to_dict())
         check_tp(self.shape, self.sim.tp)
+        if isinstance(self.profile, FittedProfile):
+            if ModelShape(**self.profile.shape) != self.shape:
+                raise ValueError(f"fitted profile {self.profile.name!r} was calibrated on another model shape "
+                                 f"({self.profile.calibration.get('model')}); calibrate this model's runs")
+            if self.sim.tp != 1:
+                raise ValueError("a fitted profile models the engine it was measured on: dlfp_sim.tp must be 1")
         self.vocab = self.model_config.get_vocab_size()
         # The CPU platform turned async scheduling off; the engine core reads it only after
         # the executor is built (scheduler class, batch queue), so this is the place.
@@ -156,6 +167,8 @@ class ModeledExecutor(Executor):
         return {f"model.layers.{i}.self_attn.attn": spec for i in range(self.shape.layers)}
 
     def _available_memory(self) -> int:
+        if isinstance(self.profile, FittedProfile):
+            return int(self.profile.kv_cache_gib * GiB)
         return kv_cache_bytes(self.shape, self.profile, self.sim.tp, self.sim.dtype_bytes,
                               self.cache_config.gpu_memory_utilization)
 
@@ -175,29 +188,43 @@ class ModeledExecutor(Executor):
         if scheduler_output.total_num_scheduled_tokens == 0:
             # vLLM's runner answers an empty step at once, and the core then skips sampling.
             return _done(EMPTY_MODEL_RUNNER_OUTPUT) if non_block else EMPTY_MODEL_RUNNER_OUTPUT
-        batch, output = self._plan(scheduler_output)
-        cost = step_time(self.shape, self.profile, batch, self.sim.tp, self.sim.dtype_bytes)
+        batch, prefill_tokens, decode_reqs, output = self._plan(scheduler_output)
+        cost = self._cost(batch, prefill_tokens, decode_reqs)
         sleep_until(entry + cost.host_s)
         submit = time.monotonic()
         start = max(submit, self._stream_free_t)
         self._stream_free_t = start + cost.gpu_s
-        step = ModeledStep(entry_t=entry, submit_t=submit, start_t=start, end_t=start + cost.gpu_s,
+        step = ModeledStep(host_s=cost.host_s, entry_t=entry, submit_t=submit, start_t=start, end_t=start + cost.gpu_s,
                            tokens=scheduler_output.total_num_scheduled_tokens, requests=len(batch))
         self.timeline.append(step)
         self._pending.append(self._stream.submit(_finish_on_stream, step, output))
         return _done(None) if non_block else None
 
-    def _plan(self, so: SchedulerOutput) -> tuple[list[tuple[int, int]], ModelRunnerOutput]:
-        """The step's batch for the cost model and the output its completion will return."""
+    def _cost(self, batch: list[tuple[int, int]], prefill_tokens: int, decode_reqs: int) -> StepTime:
+        """The profile's time for one step: roofline from the batch, or the fitted linear model."""
+        if isinstance(self.profile, FittedProfile):
+            return StepTime(gpu_s=self.profile.fit.step_s(prefill_tokens, decode_reqs), host_s=0.0)
+        return step_time(self.shape, self.profile, batch, self.sim.tp, self.sim.dtype_bytes)
+
+    def _plan(self, so: SchedulerOutput) -> tuple[list[tuple[int, int]], int, int, ModelRunnerOutput]:
+        """The step's batch for the cost model, its prefill tokens and decode count, and the
+        output its completion will return. A decode is one new token that is the request's
+        next (prompt complete); everything else is prefill work, as the step records count it.
+        """
         counts = so.num_scheduled_tokens
         batch: list[tuple[int, int]] = []
         req_ids: list[str] = []
         sampled: list[list[int]] = []
+        work = [0, 0]  # prefill tokens, decode requests
 
         def add(req_id: str, computed: int, target: int) -> None:
             after = computed + counts[req_id]
             batch.append((counts[req_id], computed))
             req_ids.append(req_id)
+            if counts[req_id] == 1 and after >= target:
+                work[1] += 1
+            else:
+                work[0] += counts[req_id]
             done = after >= target
             sampled.append([sampled_token(self._requests[req_id].digest, after, self.vocab)] if done else [])
 
@@ -214,7 +241,7 @@ class ModeledExecutor(Executor):
             add(req_id, computed, self._requests[req_id].prompt_len + outputs)
         output = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
                                    sampled_token_ids=sampled)
-        return batch, output
+        return batch, work[0], work[1], output
 
     def sample_tokens(self, grammar_output: GrammarOutput | None, non_block: bool = False) -> Any:
         if grammar_output is not None:

@@ -1,0 +1,180 @@
+"""Benchmark the modeled accelerator: what it costs per step, and how close it comes to a real engine.
+
+``dlfp bench sim overhead``: drives the modeled executor under vLLM's real scheduler in the
+synchronous loop (no engine, so nothing else competes) and reports, per step, the wall time
+from ``execute_model`` to the sampled output minus the modeled host and GPU time: the
+executor's own cost (planning, hashing tokens, the stream hand-off and wake-up). Target:
+<= 0.5 ms per step.
+
+``dlfp bench sim fidelity``: calibrates a profile from a measured CPU run (``dlfp
+calibrate``), then runs one *other* workload twice, on the real CPU engine and on the
+modeled executor with that profile (synchronous, as the CPU engine is), and compares them
+side by side: the fit's per-step error on the new workload's real steps, the median step
+time per step kind, and P99 ITL / P99 TTFT per arm. Targets: per-step error p50 <= 5%,
+P99 ITL within 10%. Both runs are run folders (resumable); the report is ``report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+OVERHEAD_TARGET_MS = 0.5
+
+
+def executor_overhead(steps: int, profile: str, model: str, running: int, seed: int = 0) -> dict[str, float]:
+    """Per-step executor overhead (ms) over ``steps`` synchronous steps of a mixed load.
+
+    ``running`` requests decode throughout (each replaced when it finishes) and a
+    1,000-2,000-token prompt arrives every 20 steps, so steps are decode-only and mixed.
+    """
+    from dlfp.sim.direct import make_executor, make_scheduler
+    from dlfp.vllm.direct import make_request
+
+    rng = np.random.default_rng(seed)
+    executor = make_executor({"profile": profile, "async_scheduling": False}, model, budget=2048)
+    scheduler = make_scheduler(executor, num_blocks=65536)
+    n = 0
+
+    def add(prompt_len: int, max_tokens: int) -> None:
+        nonlocal n
+        scheduler.add_request(make_request(f"r{n}", prompt_len, max_tokens))
+        n += 1
+
+    for _ in range(running):
+        add(int(rng.integers(32, 256)), int(rng.integers(50, 200)))
+    overhead: list[float] = []
+    try:
+        for k in range(steps):
+            if k % 20 == 0:
+                add(int(rng.integers(1000, 2000)), 4)
+            while len(scheduler.running) + len(scheduler.waiting) < running:
+                add(int(rng.integers(32, 256)), int(rng.integers(50, 200)))
+            out = scheduler.schedule()
+            t0 = time.monotonic()
+            result = executor.execute_model(out)
+            if result is None:  # a non-empty step: its output comes from the modeled stream
+                result = executor.sample_tokens(None)
+                step = executor.timeline[-1]
+                overhead.append(time.monotonic() - t0 - step.host_s - (step.end_t - step.start_t))
+            scheduler.update_from_output(out, result)
+    finally:
+        executor.shutdown()
+    ms = np.asarray(overhead) * 1e3
+    return {"steps": len(ms), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+            "mean_ms": float(ms.mean()), "max_ms": float(ms.max())}
+
+
+def _step_kinds(steps: pd.DataFrame) -> pd.DataFrame:
+    from dlfp.sim.calibrate import step_durations
+
+    d = step_durations(steps)
+    kind = np.where(d.prefill_tokens == 0, "decode-only", np.where(d.decode_reqs == 0, "prefill-only", "mixed"))
+    return d.assign(kind=kind)
+
+
+def compare_runs(real_dir: Path, modeled_dir: Path, profile_path: Path) -> dict[str, Any]:
+    """Side-by-side numbers of the same workload on the real engine and the modeled one."""
+    from dlfp.analysis import load_run, trial_rows
+    from dlfp.sim.calibrate import relative_errors
+    from dlfp.sim.costmodel import load_profile
+
+    fit = load_profile(profile_path).fit
+    real, modeled = load_run(real_dir), load_run(modeled_dir)
+    rows = {"real": trial_rows(real), "modeled": trial_rows(modeled)}
+    report: dict[str, Any] = {"arms": {}, "step_time_p50_ms": {}}
+    for arm in ("stock", "dlfp"):
+        real_steps = pd.concat([_step_kinds(real.tables[(k, arm)]["steps"]) for k in real.trials])
+        model_steps = pd.concat([_step_kinds(modeled.tables[(k, arm)]["steps"]) for k in modeled.trials])
+        err = relative_errors(fit, real_steps)
+        per_arm = {"fit_step_error_p50": float(np.median(err)), "fit_step_error_p90": float(np.percentile(err, 90))}
+        for metric in ("itl_p99_ms", "itl_p50_ms", "ttft_p99_ms"):
+            r = float(rows["real"][rows["real"].arm == arm][metric].mean())
+            m = float(rows["modeled"][rows["modeled"].arm == arm][metric].mean())
+            per_arm[metric] = {"real": r, "modeled": m, "rel_diff": m / r - 1}
+        report["arms"][arm] = per_arm
+        for kind in ("decode-only", "mixed", "prefill-only"):
+            r = real_steps[real_steps.kind == kind].step_s
+            m = model_steps[model_steps.kind == kind].step_s
+            if len(r) and len(m):
+                report["step_time_p50_ms"][f"{arm} {kind}"] = {
+                    "real": float(r.median() * 1e3), "modeled": float(m.median() * 1e3),
+                    "rel_diff": float(m.median() / r.median() - 1), "n_real": len(r), "n_modeled": len(m)}
+    return report
+
+
+def fidelity(calibration_run: Path, config_path: Path, out: Path) -> dict[str, Any]:
+    """Calibrate, run the validation workload real and modeled, compare (module docstring)."""
+    from dlfp.notebook import config_with_overrides
+    from dlfp.sim.calibrate import calibrate_run
+    from dlfp.trial import run_trials
+
+    real_cfg = config_with_overrides(str(config_path), {})
+    if real_cfg.engine.sim is not None:
+        raise ValueError(f"{config_path}: the validation config must run the real engine (no engine.sim)")
+    profile = calibrate_run(calibration_run, name=f"fitted-{Path(calibration_run).name}")
+    out.mkdir(parents=True, exist_ok=True)
+    profile_path = out / "profile.yaml"
+    profile_path.write_text(profile.to_yaml(), encoding="utf-8")
+    dtype_bytes = 4 if real_cfg.engine.dtype == "float32" else 2
+    sim = {"profile": str(profile_path), "async_scheduling": False, "dtype_bytes": dtype_bytes}
+    modeled_cfg = config_with_overrides(str(config_path), {"name": f"{real_cfg.name}-modeled", "engine": {"sim": sim}})
+    for label, cfg in (("real", real_cfg), ("modeled", modeled_cfg)):
+        print(f"[bench sim] {label} run of {config_path} ...", file=sys.stderr, flush=True)
+        run_trials(cfg, out / label, progress=True)
+    report = {"calibration_run": str(calibration_run), "validation_config": str(config_path),
+              "fit": profile.fit.to_dict(), **compare_runs(out / "real", out / "modeled", profile_path)}
+    (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def format_fidelity(report: dict[str, Any]) -> str:
+    """The report as a plain-text table (what the command prints)."""
+    fit = report["fit"]
+    lines = [f"calibrated on {report['calibration_run']} ({fit['n_train']} steps; held-out error there "
+             f"p50 {fit['heldout_rel_err_p50']:.1%}), validated on {report['validation_config']}",
+             f"{'':28}{'real':>10}{'modeled':>10}{'diff':>9}"]
+    for arm, a in report["arms"].items():
+        lines.append(f"{arm}: fit's per-step error on the real steps p50 {a['fit_step_error_p50']:.1%}, "
+                     f"p90 {a['fit_step_error_p90']:.1%} (target p50 <= 5%)")
+        for metric in ("itl_p99_ms", "itl_p50_ms", "ttft_p99_ms"):
+            m = a[metric]
+            lines.append(f"  {metric:26}{m['real']:10.2f}{m['modeled']:10.2f}{m['rel_diff']:+9.1%}")
+    lines.append("median step time (ms) per step kind:")
+    for key, m in report["step_time_p50_ms"].items():
+        lines.append(f"  {key:26}{m['real']:10.2f}{m['modeled']:10.2f}{m['rel_diff']:+9.1%}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="dlfp bench sim", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    ov = sub.add_parser("overhead", help="executor overhead per modeled step")
+    ov.add_argument("--steps", type=int, default=2000)
+    ov.add_argument("--profile", default="h200")
+    ov.add_argument("--model", default="qwen3-0.6b")
+    ov.add_argument("--running", type=int, default=32, help="decoding requests kept running")
+    fi = sub.add_parser("fidelity", help="modeled vs real CPU engine on a workload not used for calibration")
+    fi.add_argument("--calibrate", type=Path, default=Path("data/runs/cpu-default"), help="measured run to fit")
+    fi.add_argument("--config", type=Path, default=Path("configs/cpu-fidelity.yaml"), help="validation workload")
+    fi.add_argument("--out", type=Path, default=Path("data/runs/local/sim-fidelity"))
+    args = ap.parse_args(argv)
+    if args.what == "overhead":
+        if args.steps < 100 or args.running < 1:
+            ap.error("--steps must be >= 100 and --running >= 1")
+        r = executor_overhead(args.steps, args.profile, args.model, args.running)
+        print(f"modeled executor, {r['steps']} synchronous steps ({args.profile}, {args.model}, "
+              f"{args.running} decoding + a long prompt every 20 steps): overhead beyond the modeled time "
+              f"p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, mean {r['mean_ms']:.3f} ms, "
+              f"max {r['max_ms']:.3f} ms (target <= {OVERHEAD_TARGET_MS} ms)")
+        return 0
+    print(format_fidelity(fidelity(args.calibrate, args.config, args.out)))
+    return 0
