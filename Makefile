@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 RUN ?= data/runs/local/cpu-default
 GEN ?= data/runs/local/generalization-cpu
 # Simulated runs are committed complete, so make artifact reuses them (a rerun resumes, finds
-# nothing missing); SIM=data/runs/local/generalization-sim simulates afresh (~25 min on 2 cores).
+# nothing missing); SIM=data/runs/local/generalization-sim simulates afresh (~30 min on 2 cores).
 SIM ?= data/runs/generalization-sim
 PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default

@@ -189,9 +189,11 @@ def generalization_table(runs: list[RunData]) -> pd.DataFrame:
         itl, ttft = paired(rows, "itl_p99_ms"), paired(rows, "ttft_p99_ms")
         div = [interval_divergence(run.tables[(k, "dlfp")]["steps"]) for k in run.trials]
         out.append({
-            "model": engine["model"],
+            "run": run.path.name, "model": engine["model"],
             "device": f"{sim.get('profile', 'a100')} (modeled)" if sim is not None else _measured_device(run),
             "TP": sim.get("tp", 1) if sim is not None else engine.get("tensor_parallel_size", 1),
+            "DLFP variant": ", ".join(f"{k}={v}" for k, v in sorted(run.manifest["config"].get("dlfp", {}).items())
+                                      if k != "itl_slo_ms") or "paper's law",
             "trials": len(run.trials),
             "P99 ITL stock (ms)": rows[rows.arm == "stock"].itl_p99_ms.mean(),
             "P99 ITL DLFP (ms)": rows[rows.arm == "dlfp"].itl_p99_ms.mean(),

@@ -58,8 +58,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     profile = calibrate_run(args.run_dir, arms=args.arms, seed=args.seed, name=args.name)
     f = profile.fit
     print(f"{args.run_dir}: {MODEL}, {f.n_train} steps fitted, {f.n_test} held out (seed {f.seed})")
-    print(f"  a = {f.a * 1e3:.4f} ms   b = {f.b * 1e6:.4f} us/prefill token   c = {f.c * 1e3:.4f} ms/decode   "
-          f"d = {f.d * 1e9:.5f} ns/prefill token^2")
+    print(f"  a = {f.a * 1e3:.4f} ms   e = {f.e * 1e3:.4f} ms/prefill step   b = {f.b * 1e6:.4f} us/prefill token   "
+          f"c = {f.c * 1e3:.4f} ms/decode   d = {f.d * 1e9:.5f} ns/prefill token^2")
     print(f"  held-out relative error: p50 {f.heldout_p50:.1%}, p90 {f.heldout_p90:.1%}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -152,7 +152,8 @@ def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
     """Per run of :func:`dlfp.analysis.generalization_table`: the P99 ITL reduction with its
     paired CI, the paper's result on Qwen3-0.6B beside it, and the signal divergence."""
     sns.set_theme(style="whitegrid")
-    labels = [f"{r.device}\n{r.model} TP{r.TP}" for r in table.itertuples()]
+    labels = [f"{r.device}, {r.model} TP{r.TP}\n{variant}" for r, variant in zip(table.itertuples(),
+                                                                                table["DLFP variant"], strict=True)]
     y = np.arange(len(table))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.7 * len(table) + 2), sharey=True,
                                       gridspec_kw={"width_ratios": [2, 1]})
@@ -168,7 +169,7 @@ def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
     left.set_xlabel("P99 ITL reduction, stock to DLFP (%)")
     left.legend(loc="lower left", fontsize=8)
     right.barh(y, table["signal divergence"].to_numpy(), color="#8c8c8c")
-    right.set_xlabel("signal divergence (median |interval - cadence| / cadence)")
+    right.set_xlabel("signal divergence\n(median |interval - cadence| / cadence)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

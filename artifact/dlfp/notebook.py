@@ -89,17 +89,19 @@ def generalization_plan(base_config: str, models: Sequence[str], tensor_parallel
     return plan
 
 
-def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]], out_root: str,
+def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]] | None, out_root: str,
                  overrides: Mapping[str, Any]) -> list[tuple[Path, TrialConfig]]:
-    """One validated simulated paired-trial config per ``{profile, model, tp}`` entry.
+    """One validated simulated paired-trial config per ``{profile, model, tp[, dlfp]}`` entry
+    (``None``: the committed study, :data:`dlfp.sim.study.STUDY_RUNS`).
 
     Each run's arrival rate, DLFP ITL objective and SLOs come from its own modeled decode
     step (:mod:`dlfp.sim.study`); ``overrides`` (e.g. fewer trials) apply to every run.
     """
     from dlfp.sim.config import SimConfig
     from dlfp.sim.costmodel import ModelShape, Profile, load_profile
-    from dlfp.sim.study import StudyRun, decode_step_s, scaled_settings
+    from dlfp.sim.study import STUDY_RUNS, StudyRun, decode_step_s, scaled_settings
 
+    runs = STUDY_RUNS if runs is None else runs
     require(bool(runs) and all(isinstance(r, Mapping) for r in runs), "runs", runs,
             "a list of {profile, model, tp} mappings")
     base = config_with_overrides(base_config, overrides)
@@ -108,8 +110,8 @@ def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]], out_root: 
     total_weight = sum(c["weight"] for c in base.workload["classes"])
     plan = []
     for entry in runs:
-        unknown = sorted(set(entry) - {"profile", "model", "tp"})
-        require(not unknown, "runs", entry, "keys profile, model, tp")
+        unknown = sorted(set(entry) - {"profile", "model", "tp", "dlfp"})
+        require(not unknown, "runs", entry, "keys profile, model, tp and optionally dlfp (a variant's parameters)")
         run = StudyRun(**entry)
         try:
             shape = ModelShape.from_dir(model_path(run.model))
@@ -119,7 +121,43 @@ def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]], out_root: 
         require(isinstance(profile, Profile), "runs", entry, "roofline profiles (a fitted one models one machine)")
         sim = {**base.engine.sim, "profile": run.profile, "tp": run.tp}
         decode_s = decode_step_s(shape, profile, run.tp, SimConfig(**sim).dtype_bytes)
-        raw = _merge(base.raw, {"name": f"{base.name}-{run.label}", "engine": {"model": run.model, "sim": sim},
-                                **scaled_settings(decode_s, long_weight / total_weight)})
+        raw = _merge(_merge(base.raw, {"name": f"{base.name}-{run.label}", "engine": {"model": run.model, "sim": sim},
+                                       **scaled_settings(decode_s, long_weight / total_weight)}),
+                     {"dlfp": dict(run.dlfp)})
         plan.append((Path(out_root) / run.label, parse_config(raw)))
     return plan
+
+
+def profile_table(names: Sequence[str]) -> Any:
+    """Every number of the named cost profiles as ``value (source)``, one column per profile."""
+    import pandas as pd
+
+    from dlfp.sim.costmodel import profile_file
+
+    columns = {}
+    for name in names:
+        raw = yaml.safe_load(profile_file(name).read_text(encoding="utf-8"))
+        columns[f"{name}: {raw['device']}"] = {
+            f"{section}.{key}": f"{entry['value']} ({entry['source']})"
+            for section in ("compute", "memory", "interconnect", "host") for key, entry in raw[section].items()}
+    return pd.DataFrame(columns)
+
+
+def modeled_design(plan: Sequence[tuple[Path, TrialConfig]]) -> Any:
+    """Per simulated run: the modeled decode step and the load and targets derived from it."""
+    import pandas as pd
+
+    from dlfp.sim.config import SimConfig
+    from dlfp.sim.costmodel import ModelShape, load_profile
+    from dlfp.sim.study import decode_step_s
+
+    rows = []
+    for run_dir, cfg in plan:
+        sim = SimConfig(**(cfg.engine.sim or {}))
+        step = decode_step_s(ModelShape.from_dir(model_path(cfg.engine.model)), load_profile(sim.profile),
+                             sim.tp, sim.dtype_bytes)
+        rows.append({"run": Path(run_dir).name, "profile": sim.profile, "model": cfg.engine.model, "TP": sim.tp,
+                     "modeled decode step (ms)": step * 1e3, "arrival rate (req/s)": cfg.workload["rate_rps"],
+                     "DLFP itl_slo_ms": cfg.dlfp.get("itl_slo_ms"),
+                     "TPOT SLO (ms)": cfg.raw["slo"]["tpot_ms"], "TTFT SLO (ms)": cfg.raw["slo"]["ttft_ms"]})
+    return pd.DataFrame(rows)

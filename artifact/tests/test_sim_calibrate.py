@@ -8,17 +8,18 @@ import pytest
 
 from dlfp.sim.calibrate import FittedProfile, fit, parse_fitted_profile, step_durations
 
-TRUE = {"a": 0.012, "b": 8e-5, "c": 4e-4, "d": 3e-8}
+TRUE = {"a": 0.012, "e": 0.006, "b": 8e-5, "c": 4e-4, "d": 3e-8}
 
 
-def synthetic_run(n: int, seed: int, noise: float = 0.02, idle_every: int = 25) -> pd.DataFrame:
-    """Back-to-back sync steps of known cost, multiplicative noise, and some idle gaps."""
+def synthetic_run(n: int, seed: int, noise: float = 0.02, idle_every: int = 25, slow: float = 0.0) -> pd.DataFrame:
+    """Back-to-back sync steps of known cost, multiplicative noise, and some idle gaps; a
+    ``slow`` fraction of the steps take twice as long (an engine thread preempted by the OS)."""
     rng = np.random.default_rng(seed)
     prefill = np.where(rng.random(n) < 0.6, rng.integers(1, 4096, n), 0)
     decode = rng.integers(0, 64, n)
     decode[prefill == 0] = np.maximum(decode[prefill == 0], 1)
-    cost = TRUE["a"] + TRUE["b"] * prefill + TRUE["c"] * decode + TRUE["d"] * prefill**2
-    cost = cost * (1 + noise * rng.standard_normal(n))
+    cost = TRUE["a"] + TRUE["e"] * (prefill > 0) + TRUE["b"] * prefill + TRUE["c"] * decode + TRUE["d"] * prefill**2
+    cost = cost * (1 + noise * rng.standard_normal(n)) * np.where(rng.random(n) < slow, 2.0, 1.0)
     gap = np.where(np.arange(n) % idle_every == 0, 0.5, 0.0002)  # waits for arrivals, output processing
     schedule, complete, t = np.empty(n), np.empty(n), 100.0
     for i in range(n):
@@ -40,7 +41,8 @@ def test_recovers_known_coefficients() -> None:
 def test_predict_new_batches() -> None:
     result = fit(synthetic_run(800, 3, noise=0.0))
     got = result.predict([0, 2048], [16, 8])
-    want = [TRUE["a"] + TRUE["c"] * 16, TRUE["a"] + TRUE["b"] * 2048 + TRUE["c"] * 8 + TRUE["d"] * 2048**2]
+    want = [TRUE["a"] + TRUE["c"] * 16,
+            TRUE["a"] + TRUE["e"] + TRUE["b"] * 2048 + TRUE["c"] * 8 + TRUE["d"] * 2048**2]
     assert got == pytest.approx(want, rel=1e-6)
     assert result.heldout_p90 < 1e-6
     d = result.to_dict()
@@ -53,7 +55,7 @@ def test_durations_are_spans_not_cadence() -> None:
     durations = step_durations(steps)
     assert len(durations) == 100  # idle waits before a step are not part of its span
     p, d = steps.prefill_tokens, steps.decode_reqs
-    want = TRUE["a"] + TRUE["b"] * p + TRUE["c"] * d + TRUE["d"] * p**2
+    want = TRUE["a"] + TRUE["e"] * (p > 0) + TRUE["b"] * p + TRUE["c"] * d + TRUE["d"] * p**2
     assert durations.step_s.to_numpy() == pytest.approx(want.to_numpy(), rel=1e-9)
 
 
@@ -96,3 +98,11 @@ def test_fitted_profile_round_trips_and_predicts(tmp_path) -> None:
     del raw["kv_cache_gib"]
     with pytest.raises(ValueError, match=r"p.yaml: fitted profile lacks \['kv_cache_gib'\]"):
         parse_fitted_profile(raw, "p.yaml")
+
+
+def test_bimodal_step_times_give_their_mean_not_the_fast_mode() -> None:
+    """Half the steps take twice as long: the fit must predict the mean, 1.5x the fast mode."""
+    result = fit(synthetic_run(1500, 10, noise=0.0, slow=0.5))
+    p, d = np.array([0, 0, 64, 512, 2048, 4000]), np.array([1, 32, 4, 16, 8, 2])
+    true = TRUE["a"] + TRUE["e"] * (p > 0) + TRUE["b"] * p + TRUE["c"] * d + TRUE["d"] * p**2
+    assert result.predict(p, d) == pytest.approx(1.5 * true, rel=0.05)

@@ -136,7 +136,7 @@ def fitted_profile(tmp_path: Any, model: str = "qwen3-tiny") -> Any:
 
     from dlfp.sim.calibrate import Fit, FittedProfile
 
-    fit = Fit(a=1e-3, b=1e-6, c=1e-3, d=0.0, n_train=0, n_test=0, heldout_p50=0.0, heldout_p90=0.0, seed=0)
+    fit = Fit(a=1e-3, e=0.0, b=1e-6, c=1e-3, d=0.0, n_train=0, n_test=0, heldout_p50=0.0, heldout_p90=0.0, seed=0)
     shape = asdict(ModelShape.from_dir(model_path(model)))
     path = tmp_path / "fitted.yaml"
     path.write_text(FittedProfile("fitted-test", "test", fit, shape, kv_cache_gib=0.5).to_yaml())

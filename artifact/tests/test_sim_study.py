@@ -48,8 +48,30 @@ def test_plan_scales_each_run_and_keeps_long_prompts_at_the_same_share_of_steps(
     ([{"profile": "a100", "model": "nope"}], "'runs' has"),
     ([{"profile": "tpu", "model": "qwen3-8b"}], "unknown profile 'tpu'"),
     ([{"profile": "a100", "model": "qwen3-8b", "gpus": 2}], "keys profile, model, tp"),
+    ([{"profile": "a100", "model": "qwen3-8b", "dlfp": {"gian": 1}}], "gian"),
     ([{"profile": "a100", "model": "qwen3-8b", "tp": 3}], "tp=3 does not divide"),
 ])
 def test_bad_runs_fail_with_the_parameter_named(runs, needle) -> None:
     with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace("[", r"\[")):
         modeled_plan(BASE, runs, "out", {})
+
+
+def test_book_tables_show_every_profile_number_with_its_source_and_each_runs_design() -> None:
+    from dlfp.notebook import modeled_design, profile_table
+
+    table = profile_table(["a100", "h200"])
+    assert table.loc["compute.peak_tflops"].tolist() == ["312 (public spec)", "989 (public spec)"]
+    assert table.notna().all().all() and len(table) == 12
+    plan = modeled_plan(BASE, [{"profile": "h200", "model": "qwen3-8b"}], "out", {})
+    row = modeled_design(plan).iloc[0]
+    assert row["run"] == "h200-qwen3-8b-tp1"
+    assert row["DLFP itl_slo_ms"] == pytest.approx(4 * row["modeled decode step (ms)"], rel=0.01)
+
+
+def test_a_controller_variant_gets_its_own_folder_and_parameters() -> None:
+    runs = [{"profile": "a100", "model": "qwen3-0.6b"},
+            {"profile": "a100", "model": "qwen3-0.6b", "dlfp": {"signal": "completion"}}]
+    (d0, base), (d1, variant) = modeled_plan(BASE, runs, "out", {})
+    assert d1.name == "a100-qwen3-0.6b-tp1-signal-completion" and d0 != d1
+    assert variant.dlfp == {**base.dlfp, "signal": "completion"}
+    assert variant.workload == base.workload

@@ -1,6 +1,7 @@
 """The harness end to end on the real CPU engine: a small paired trial, and ``vllm serve``.
 
-About three minutes for the trial (two fresh engines) and one and a half for the server.
+About three minutes for the trial (two fresh engines) and one and a half per server (CPU model,
+then the modeled A100 executor).
 """
 
 from __future__ import annotations
@@ -70,18 +71,24 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
     raise TimeoutError(f"{url} not healthy after {timeout_s} s")
 
 
-def test_vllm_serve_with_dlfp_over_http(tmp_path) -> None:
+@pytest.mark.parametrize("modeled", [False, True], ids=["cpu", "modeled-a100"])
+def test_vllm_serve_with_dlfp_over_http(tmp_path, modeled: bool) -> None:
+    """``vllm serve`` with the DLFP scheduler, on the CPU model or on the modeled A100 executor."""
+    import json
+
     import aiohttp
 
     from dlfp.driver import HttpTarget, drive
 
     port, log = _free_port(), tmp_path / "steps.jsonl"
     model = model_path("qwen3-tiny")
+    extra = {"dlfp": {"step_log": str(log)}, **({"dlfp_sim": {"profile": "a100"}} if modeled else {})}
     cmd = [str(Path(sys.executable).with_name("dlfp-vllm")), "serve", model, "--host", "127.0.0.1",
            "--port", str(port), "--load-format", "dummy", "--skip-tokenizer-init", "--dtype", "float32",
            "--max-model-len", "4096", "--no-enable-prefix-caching",
-           "--scheduler-cls", "dlfp.vllm.DLFPScheduler",
-           "--additional-config", f'{{"dlfp": {{"step_log": "{log}"}}}}']
+           "--scheduler-cls", "dlfp.vllm.DLFPScheduler", "--additional-config", json.dumps(extra)]
+    if modeled:
+        cmd += ["--distributed-executor-backend", "dlfp.sim.executor.ModeledExecutor"]
     env = {**os.environ, **cpu_environment(1)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -110,6 +117,7 @@ def test_vllm_serve_with_dlfp_over_http(tmp_path) -> None:
     assert (reqs.status == "ok").all(), reqs.error.tolist()
     assert (reqs.output_len == reqs.output_len_requested).all()
     [(header, rows)] = list(read_step_log(log))
-    assert header["scheduler"] == "DLFPScheduler"
+    assert header["scheduler"] == ("DLFPAsyncScheduler" if modeled else "DLFPScheduler")
+    assert header["async_scheduling"] is modeled  # the modeled executor turns GPU-style async back on
     mixed = [r for r in rows if r["prefill_tokens"] and r["decode_reqs"]]
     assert mixed and all(r["cap"] is not None and r["prefill_tokens"] <= r["cap"] for r in mixed)

@@ -15,12 +15,15 @@ typical context, from the same cost profile that runs the simulation.
 * SLOs for compliance: TPOT at the same ``4 d``, TTFT at ``TTFT_SLO_STEPS * d``.
 
 The controller's parameters are otherwise the defaults for every run: DLFP is model-free,
-and the study asks whether one controller carries over, as the paper does.
+and the study asks whether one controller carries over, as the paper does. A run may name
+a controller variant (``dlfp: {signal: completion}``, ``{anti_windup: true}``) to ask what
+changes the outcome; its folder name says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from dlfp.sim.costmodel import ModelShape, Profile, step_time
@@ -34,15 +37,38 @@ REFERENCE_CONTEXT = 1024
 
 @dataclass(frozen=True, slots=True)
 class StudyRun:
-    """One modeled configuration: cost profile, model shape and modeled TP size."""
+    """One modeled configuration: cost profile, model shape, modeled TP size, and DLFP
+    parameters that differ from the study's (a variant of the controller, e.g. its signal)."""
 
     profile: str
     model: str
     tp: int = 1
+    dlfp: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
-        return f"{self.profile}-{self.model}-tp{self.tp}"
+        variant = "".join(f"-{k}-{str(v).lower()}" for k, v in sorted(self.dlfp.items()))
+        return f"{self.profile}-{self.model}-tp{self.tp}{variant}"
+
+
+STUDY_RUNS: tuple[dict[str, Any], ...] = (
+    {"profile": "a100", "model": "qwen3-0.6b", "tp": 1},
+    {"profile": "a100", "model": "qwen3-8b", "tp": 1},
+    {"profile": "h200", "model": "qwen3-8b", "tp": 1},
+    {"profile": "a100", "model": "qwen3-8b", "tp": 2},
+    {"profile": "a100", "model": "qwen3-32b", "tp": 1},
+    {"profile": "a100", "model": "qwen3-0.6b", "tp": 1, "dlfp": {"anti_windup": True}},
+    {"profile": "a100", "model": "qwen3-0.6b", "tp": 1, "dlfp": {"signal": "completion"}},
+    {"profile": "a100", "model": "qwen3-0.6b", "tp": 1, "dlfp": {"anti_windup": True, "signal": "completion"}},
+)
+"""The committed study (``data/runs/generalization-sim``): the paper's settings (A100 with
+Qwen3-0.6B, 8B, 32B, 8B at TP=2, and H200), then controller variants on Qwen3-0.6B, where the
+paper's law fails in the model."""
+
+
+def glue_key(label: str) -> str:
+    """A run label as a Jupyter Book glue key (letters, digits, underscores)."""
+    return "sim_" + "".join(ch if ch.isalnum() else "_" for ch in label)
 
 
 def decode_step_s(shape: ModelShape, profile: Profile, tp: int, dtype_bytes: int) -> float:
