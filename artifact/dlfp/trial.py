@@ -15,16 +15,20 @@ same command resumes, and a folder holding a different config is refused, never 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -213,6 +217,46 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True) -> dict[st
         return manifest
     manifest.update(status="running", missing=_missing(manifest), resumed=_now())
     write_json_atomic(out / MANIFEST, manifest)
+    with _watch_interrupt() as ctrl_c:
+        _run_units(config, out, manifest, progress, ctrl_c)
+    manifest["workloads"] = {f"trial-{k}/workload.parquet": sha256(out / f"trial-{k}" / "workload.parquet")
+                             for k in range(len(config.seeds))}
+    manifest.update(status="complete", finished=_now(), missing=[])
+    manifest.pop("error", None)
+    write_json_atomic(out / MANIFEST, manifest)
+    return manifest
+
+
+@contextlib.contextmanager
+def _watch_interrupt() -> Iterator[list[bool]]:
+    """Note a Ctrl-C even when a library reports it as another error.
+
+    SIGINT reaches the whole process group: vLLM's engine core dies of it during start-up
+    and the client then raises ``RuntimeError("Engine core initialization failed")``, which
+    must still be recorded (and reported) as an interruption, not as a failure.
+    """
+    seen = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield seen  # signal handlers can only be installed from the main thread
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        seen[0] = True
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], progress: bool, ctrl_c: list[bool]) -> None:
+    """Every missing unit in order; on any exit but success the manifest says what is missing."""
     try:
         for i, unit in enumerate(manifest["units"]):
             if unit["status"] == "complete":
@@ -222,15 +266,11 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True) -> dict[st
             manifest["missing"] = _missing(manifest)
             write_json_atomic(out / MANIFEST, manifest)
     except BaseException as exc:
-        interrupted = isinstance(exc, KeyboardInterrupt)
+        interrupted = isinstance(exc, KeyboardInterrupt) or ctrl_c[0]
         manifest.update(status="interrupted" if interrupted else "failed", stopped=_now(),
                         error=None if interrupted else f"{type(exc).__name__}: {exc}",
                         missing=_missing(manifest))
         write_json_atomic(out / MANIFEST, manifest)
+        if interrupted and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc
         raise
-    manifest["workloads"] = {f"trial-{k}/workload.parquet": sha256(out / f"trial-{k}" / "workload.parquet")
-                             for k in range(len(config.seeds))}
-    manifest.update(status="complete", finished=_now(), missing=[])
-    manifest.pop("error", None)
-    write_json_atomic(out / MANIFEST, manifest)
-    return manifest

@@ -158,3 +158,34 @@ def test_missing_profile_refused_before_any_arm(tmp_path, fake) -> None:
     with pytest.raises(ValueError, match="unknown profile"):
         trial.run_trials(config, tmp_path / "run", progress=False)
     assert arms.calls == []
+
+
+class _EngineKilledByCtrlC(Exception):
+    """What vLLM raises when SIGINT killed the engine core during start-up."""
+
+
+def test_ctrl_c_reported_as_another_error_is_still_an_interruption(tmp_path, fake, monkeypatch) -> None:
+    import os
+    import signal
+    import time
+
+    arms = fake()
+    real = arms.__call__
+
+    def start_engine_then_ctrl_c(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+        if len(arms.calls) == 1:  # the second unit: Ctrl-C while its engine starts
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+            except KeyboardInterrupt:
+                raise _EngineKilledByCtrlC("Engine core initialization failed") from None
+        return real(spec, requests, step_log, progress, telemetry_interval_s)
+
+    monkeypatch.setattr("dlfp.arm.run_arm", start_engine_then_ctrl_c)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        trial.run_trials(parse_config(CONFIG), out, progress=False)
+    m = manifest(out)
+    assert m["status"] == "interrupted" and m["error"] is None
+    assert m["missing"] == ["trial-0/dlfp", "trial-1/dlfp", "trial-1/stock"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored

@@ -60,10 +60,11 @@ STUDY_RUNS: tuple[dict[str, Any], ...] = (
     {"profile": "a100", "model": "qwen3-0.6b", "tp": 1, "dlfp": {"anti_windup": True}},
     {"profile": "a100", "model": "qwen3-0.6b", "tp": 1, "dlfp": {"signal": "completion"}},
     {"profile": "a100", "model": "qwen3-0.6b", "tp": 1, "dlfp": {"anti_windup": True, "signal": "completion"}},
+    {"profile": "a100", "model": "qwen3-8b", "tp": 1, "dlfp": {"signal": "completion"}},
 )
 """The committed study (``data/runs/generalization-sim``): the paper's settings (A100 with
 Qwen3-0.6B, 8B, 32B, 8B at TP=2, and H200), then controller variants on Qwen3-0.6B, where the
-paper's law fails in the model."""
+paper's law fails in the model, and the completion signal on Qwen3-8B, where it works."""
 
 
 def glue_key(label: str) -> str:
