@@ -121,9 +121,10 @@ def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]] | None, out
         require(isinstance(profile, Profile), "runs", entry, "roofline profiles (a fitted one models one machine)")
         sim = {**base.engine.sim, "profile": run.profile, "tp": run.tp}
         decode_s = decode_step_s(shape, profile, run.tp, SimConfig(**sim).dtype_bytes)
-        raw = _merge(_merge(base.raw, {"name": f"{base.name}-{run.label}", "engine": {"model": run.model, "sim": sim},
-                                       **scaled_settings(decode_s, long_weight / total_weight)}),
-                     {"dlfp": dict(run.dlfp)})
+        settings = scaled_settings(decode_s, long_weight / total_weight)
+        settings["dlfp"].update(run.dlfp)  # a controller variant's own parameters
+        raw = _merge(base.raw, {"name": f"{base.name}-{run.label}", "engine": {"model": run.model, "sim": sim},
+                                **settings})
         plan.append((Path(out_root) / run.label, parse_config(raw)))
     return plan
 

@@ -18,8 +18,8 @@ The duration of step ``k`` is its span ``complete_t[k] - schedule_t[k]`` in a
 *synchronous* run: the ``schedule()`` call, the model's forward pass and sampling, back to
 back. Replayed on the modeled executor, the engine's real scheduling and output processing
 run around the modeled sleep, as they did around the real forward pass; the span counts the
-``schedule()`` call once more (tens to hundreds of microseconds on 2 cores, reported by
-``dlfp bench sim``). The cadence ``complete_t[k] - complete_t[k-1]`` would add the output
+``schedule()`` call once more (up to about 1 ms per step on 2 cores with 64 running requests,
+as ``dlfp bench schedule`` measures it). The cadence ``complete_t[k] - complete_t[k-1]`` would add the output
 processing too, and waits for arrivals. Async records (a step scheduled before its
 predecessor completed) are refused: their span includes the predecessor's time.
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,10 +142,10 @@ def fit(steps: pd.DataFrame | Sequence[pd.DataFrame], *, seed: int = 0, test_fra
         coef, _ = nnls(xs * weight[:, None], y * weight)
         weight = 1.0 / np.maximum(xs @ coef, MIN_STEP_S)  # then relative to the prediction
     coef = coef / scale
-    partial = Fit(*coef.tolist(), n_train=len(train), n_test=len(test), heldout_p50=0.0, heldout_p90=0.0, seed=seed)
-    err = relative_errors(partial, test)
-    return Fit(*coef.tolist(), n_train=len(train), n_test=len(test),
-               heldout_p50=float(np.percentile(err, 50)), heldout_p90=float(np.percentile(err, 90)), seed=seed)
+    result = Fit(*coef.tolist(), n_train=len(train), n_test=len(test), heldout_p50=math.nan, heldout_p90=math.nan,
+                 seed=seed)
+    err = relative_errors(result, test)
+    return replace(result, heldout_p50=float(np.percentile(err, 50)), heldout_p90=float(np.percentile(err, 90)))
 
 
 @dataclass(frozen=True, slots=True)
