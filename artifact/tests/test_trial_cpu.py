@@ -1,6 +1,6 @@
 """The harness end to end on the real CPU engine: a small paired trial, and ``vllm serve``.
 
-About three minutes for the trial (two fresh engines) and one and a half per server (CPU model,
+About three minutes for the trial (40 requests per arm) (two fresh engines) and one and a half per server (CPU model,
 then the modeled A100 executor).
 """
 
@@ -22,6 +22,7 @@ pytest.importorskip("vllm")
 
 from dlfp.analysis import load_run, trial_rows
 from dlfp.engine import cpu_environment
+from dlfp.metrics import itl_gaps
 from dlfp.models import model_path
 from dlfp.steplog import read_step_log
 from dlfp.trial import run_trials
@@ -40,8 +41,14 @@ def test_small_paired_trial(tmp_path) -> None:
     assert (rows.n_failed == 0).all() and (rows.n_ok == rows.n_expected).all()
     assert (rows.prompt_mismatches == 0).all() and (rows.output_mismatches == 0).all()
     assert (rows.agreement_rate == 1.0).all()
-    print(f"P99 ITL stock {rows.at['stock', 'itl_p99_ms']:.0f} ms, DLFP {rows.at['dlfp', 'itl_p99_ms']:.0f} ms")
-    assert rows.at["dlfp", "itl_p99_ms"] < rows.at["stock", "itl_p99_ms"]
+    stalls = {arm: float((itl_gaps(pd.read_parquet(out / "trial-0" / arm / "tokens.parquet")) > 0.09).mean())
+              for arm in ("stock", "dlfp")}
+    summary = (f"P99 ITL stock {rows.at['stock', 'itl_p99_ms']:.0f} ms, DLFP {rows.at['dlfp', 'itl_p99_ms']:.0f} ms;"
+               f" gaps over 90 ms: stock {stalls['stock']:.1%}, DLFP {stalls['dlfp']:.1%}")
+    print(summary)
+    # The config makes stock's prefill stalls ~5% of gaps, so they set its P99 (see its comment).
+    assert stalls["dlfp"] < stalls["stock"], summary
+    assert rows.at["dlfp", "itl_p99_ms"] < rows.at["stock", "itl_p99_ms"], summary
     steps = pd.read_parquet(out / "trial-0" / "dlfp" / "steps.parquet")
     mixed = steps[(steps.prefill_tokens > 0) & (steps.decode_reqs > 0)]
     assert len(mixed) and (mixed.prefill_tokens <= mixed.cap).all()
