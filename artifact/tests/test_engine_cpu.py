@@ -96,7 +96,10 @@ def test_isolated_long_prompt_gets_full_budget(arms) -> None:
 
 def test_decode_stalls_fall_well_below_stock(arms) -> None:
     stock, dlfp = decoder_gaps(arms["stock"]), decoder_gaps(arms["dlfp"])
-    assert len(stock) == len(dlfp) == 8 * 99
+    # 99 gaps per decoder, unless the client fell behind and vLLM merged two tokens into one
+    # output chunk (one gap fewer, as vllm bench serve counts it); seen once on CI, in 8 of 792.
+    for gaps in (stock, dlfp):
+        assert 0.95 * 8 * 99 <= len(gaps) <= 8 * 99
     stall_stock, stall_dlfp = worst_decode_stall(arms["stock"]), worst_decode_stall(arms["dlfp"])
     print(f"worst engine step with decodes {stall_stock * 1e3:.0f} -> {stall_dlfp * 1e3:.0f} ms, "
           f"client max gap {stock.max() * 1e3:.0f} -> {dlfp.max() * 1e3:.0f} ms, "
