@@ -52,6 +52,7 @@ def _import_bench(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from dlfp.sim.calibrate import MODEL, calibrate_run
+    from dlfp.trial import write_text_atomic
 
     if args.out is not None and args.out.exists() and not args.force:
         raise ValueError(f"{args.out} exists; refusing to overwrite it (pass --force)")
@@ -63,9 +64,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(f"  held-out relative error: p50 {f.heldout_p50:.1%}, p90 {f.heldout_p90:.1%}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_name(f".{args.out.name}.partial")
-        tmp.write_text(profile.to_yaml(), encoding="utf-8")
-        tmp.replace(args.out)
+        write_text_atomic(args.out, profile.to_yaml())
         print(f"  profile written to {args.out} (use it as engine.sim.profile, with async_scheduling: false)")
     return 0
 

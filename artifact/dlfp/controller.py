@@ -82,8 +82,8 @@ class DLFPController:
         if not (self.params.enabled and decodes_running and prefill_waiting):
             return Decision(cap=None, updated=False)
         updated = obs is not None and obs.guarded
-        if updated and (obs.saturated or not self.params.anti_windup):
-            self.chunk = next_chunk(self.chunk, obs.interval_s, self.params)
-        elif updated:
-            self.chunk = min(self.chunk, next_chunk(self.chunk, obs.interval_s, self.params))
+        if updated:
+            proposed = next_chunk(self.chunk, obs.interval_s, self.params)
+            held = self.params.anti_windup and not obs.saturated  # may shrink, never grow
+            self.chunk = min(self.chunk, proposed) if held else proposed
         return Decision(cap=int(self.chunk), updated=updated)

@@ -58,13 +58,21 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Replace ``path`` in one step, so a reader never sees half a manifest."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` in one step, so a reader (or a crash) never leaves half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """A manifest or report, replaced in one step (:func:`write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:

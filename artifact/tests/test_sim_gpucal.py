@@ -124,3 +124,12 @@ def test_cuda_without_a_gpu_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--base", "h200", "--device", "cuda", "--models", "qwen3-tiny", "--out", "p.yaml"])
     assert exit_info.value.code == 2
     assert "torch.cuda.is_available() is False" in capsys.readouterr().err
+
+
+def test_existing_out_is_refused_before_work(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "measured.yaml"
+    out.write_text("a profile measured earlier\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--base", "a100", "--device", "cpu", "--models", "qwen3-tiny", "--quick", "--out", str(out)])
+    assert exit_info.value.code == 2 and "refusing to overwrite" in capsys.readouterr().err
+    assert out.read_text() == "a profile measured earlier\n"

@@ -189,3 +189,12 @@ def test_ctrl_c_reported_as_another_error_is_still_an_interruption(tmp_path, fak
     assert m["status"] == "interrupted" and m["error"] is None
     assert m["missing"] == ["trial-0/dlfp", "trial-1/dlfp", "trial-1/stock"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_atomic_write_that_fails_keeps_the_old_file_and_leaves_no_temp(tmp_path) -> None:
+    path = tmp_path / "report.json"
+    trial.write_json_atomic(path, {"v": 1})
+    with pytest.raises(TypeError):
+        trial.write_text_atomic(path, b"not text")  # type: ignore[arg-type]  # fails mid-write
+    assert json.loads(path.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]

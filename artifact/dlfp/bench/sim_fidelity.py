@@ -17,7 +17,6 @@ P99 ITL within 10%. Both runs are run folders (resumable); the report is ``repor
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -123,7 +122,7 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path) -> dict[str, A
     """Calibrate, run the validation workload real and modeled, compare (module docstring)."""
     from dlfp.notebook import config_with_overrides
     from dlfp.sim.calibrate import calibrate_run
-    from dlfp.trial import run_trials
+    from dlfp.trial import run_trials, write_json_atomic, write_text_atomic
 
     real_cfg = config_with_overrides(str(config_path), {})
     if real_cfg.engine.sim is not None:
@@ -131,7 +130,7 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path) -> dict[str, A
     profile = calibrate_run(calibration_run, name=f"fitted-{Path(calibration_run).name}")
     out.mkdir(parents=True, exist_ok=True)
     profile_path = out / "profile.yaml"
-    profile_path.write_text(profile.to_yaml(), encoding="utf-8")
+    write_text_atomic(profile_path, profile.to_yaml())
     dtype_bytes = 4 if real_cfg.engine.dtype == "float32" else 2
     sim = {"profile": str(profile_path), "async_scheduling": False, "dtype_bytes": dtype_bytes}
     modeled_cfg = config_with_overrides(str(config_path), {"name": f"{real_cfg.name}-modeled", "engine": {"sim": sim}})
@@ -140,7 +139,7 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path) -> dict[str, A
         run_trials(cfg, out / label, progress=True)
     report = {"calibration_run": str(calibration_run), "validation_config": str(config_path),
               "fit": profile.fit.to_dict(), **compare_runs(out / "real", out / "modeled", profile_path)}
-    (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_json_atomic(out / "report.json", report)
     return report
 
 

@@ -73,6 +73,7 @@ from scipy.optimize import least_squares
 
 from dlfp.models import model_path
 from dlfp.sim.costmodel import PROFILE_DIR, ModelShape, Profile, available_profiles, parse_profile, step_time
+from dlfp.trial import write_text_atomic
 
 FACTORS = ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
 """The Profile fields this script fits, in the order of the cost terms they divide."""
@@ -449,7 +450,7 @@ def write_profile(path: str | Path, fit: Fit, samples: Sequence[Sample], base_ra
     profile = parse_profile(yaml.safe_load(text), origin=str(path))
     if profile != replace(fit.profile, name=name, device=run.device):
         raise RuntimeError(f"{path}: the rendered profile does not read back as fitted")
-    Path(path).write_text(text)
+    write_text_atomic(Path(path), text)
     return profile
 
 
@@ -491,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="a few small cases (CPU dry run)")
     ap.add_argument("--name", help="profile name (default: <base name>-measured)")
     ap.add_argument("--out", required=True, help="YAML file to write")
+    ap.add_argument("--force", action="store_true", help="overwrite an existing --out")
     return ap
 
 
@@ -525,6 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     if not out.parent.is_dir():
         ap.error(f"--out: directory {str(out.parent)!r} does not exist")
+    if out.exists() and not args.force:
+        ap.error(f"--out: {str(out)!r} exists; refusing to overwrite it (pass --force)")
 
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
