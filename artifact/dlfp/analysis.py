@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from dlfp import metrics, stats, workload
-from dlfp.trial import MANIFEST
+from dlfp.runfolder import MANIFEST
 from dlfp.trialconfig import ARMS, parse_config
 
 HEADLINE = ("itl_p99_ms", "ttft_p99_ms")

@@ -51,8 +51,8 @@ def _import_bench(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    from dlfp.runfolder import write_text_atomic
     from dlfp.sim.calibrate import MODEL, calibrate_run
-    from dlfp.trial import write_text_atomic
 
     if args.out is not None and args.out.exists() and not args.force:
         raise ValueError(f"{args.out} exists; refusing to overwrite it (pass --force)")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import platform
@@ -25,7 +24,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -36,47 +34,12 @@ from typing import Any
 import pandas as pd
 
 from dlfp import __version__, workload
+from dlfp.runfolder import KIND, MANIFEST, RunFolderError, sha256, write_json_atomic, write_parquet
 from dlfp.trialconfig import ARMS, TrialConfig
-
-MANIFEST = "manifest.json"
-TABLES = ("requests", "tokens", "steps", "telemetry")
-
-
-class RunFolderError(ValueError):
-    """The output folder cannot be used for this config (it would lose or mix data)."""
 
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` in one step, so a reader (or a crash) never leaves half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """A manifest or report, replaced in one step (:func:`write_text_atomic`)."""
-    write_text_atomic(path, json.dumps(obj, indent=2, default=str) + "\n")
-
-
-def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    df.to_parquet(path, compression="zstd", index=False)
 
 
 def _version(dist: str) -> str | None:
@@ -141,7 +104,7 @@ def _open_run(config: TrialConfig, out: Path) -> dict[str, Any]:
 
     out.mkdir(parents=True, exist_ok=True)
     return {
-        "kind": "dlfp-paired-trials", "name": config.name, "status": "running", "created": _now(),
+        "kind": KIND, "name": config.name, "status": "running", "created": _now(),
         "versions": software_versions(), "git": git_state(), "hardware": describe_hardware(),
         "telemetry": telemetry_source(), "argv": sys.argv, "config": config.raw,
         **({"sim_profile": sim_profile_record(config)} if config.engine.sim is not None else {}),

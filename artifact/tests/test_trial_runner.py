@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlfp import trial
+from dlfp import runfolder, trial
 from dlfp.arm import ArmResult
 from dlfp.driver import TrialTrace
 from dlfp.trialconfig import parse_config
@@ -54,7 +54,7 @@ def fake(monkeypatch):
 
 
 def manifest(out: Path) -> dict:
-    return json.loads((out / trial.MANIFEST).read_text())
+    return json.loads((out / runfolder.MANIFEST).read_text())
 
 
 def test_complete_run_layout_and_arm_order(tmp_path, fake) -> None:
@@ -65,7 +65,7 @@ def test_complete_run_layout_and_arm_order(tmp_path, fake) -> None:
     assert arms.calls == [False, True, True, False]  # arm order alternates across trials
     for u in m["units"]:
         for name, digest in u["files"].items():
-            assert trial.sha256(out / f"trial-{u['trial']}" / u["arm"] / name) == digest
+            assert runfolder.sha256(out / f"trial-{u['trial']}" / u["arm"] / name) == digest
     assert set(m["workloads"]) == {"trial-0/workload.parquet", "trial-1/workload.parquet"}
     assert m["versions"]["vllm"] and m["hardware"]["cpu_logical_cores"]
     assert not list(out.rglob("*.partial")) and not list(out.rglob("steps.jsonl"))
@@ -99,14 +99,14 @@ def test_refuses_other_config_or_foreign_folder(tmp_path, fake) -> None:
     fake()
     out = tmp_path / "run"
     trial.run_trials(parse_config(CONFIG), out, progress=False)
-    before = (out / trial.MANIFEST).read_text()
-    with pytest.raises(trial.RunFolderError, match="different config"):
+    before = (out / runfolder.MANIFEST).read_text()
+    with pytest.raises(runfolder.RunFolderError, match="different config"):
         trial.run_trials(parse_config({**CONFIG, "name": "other"}), out, progress=False)
-    assert (out / trial.MANIFEST).read_text() == before
+    assert (out / runfolder.MANIFEST).read_text() == before
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(trial.RunFolderError, match="not empty"):
+    with pytest.raises(runfolder.RunFolderError, match="not empty"):
         trial.run_trials(parse_config(CONFIG), foreign, progress=False)
     assert trial.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
 
@@ -142,10 +142,10 @@ def test_simulated_run_records_its_profile_and_refuses_another_version(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         trial.run_trials(config, out, progress=False)
     record = manifest(out)["sim_profile"]
-    assert record["sha256"] == trial.sha256(profile) and record["values"]["compute"]["peak_tflops"]["value"] == 312
+    assert record["sha256"] == runfolder.sha256(profile) and record["values"]["compute"]["peak_tflops"]["value"] == 312
     profile.write_text(profile.read_text().replace("value: 0.6,", "value: 0.7,", 1))
     arms = fake()
-    with pytest.raises(trial.RunFolderError, match="another version of cost profile"):
+    with pytest.raises(runfolder.RunFolderError, match="another version of cost profile"):
         trial.run_trials(config, out, progress=False)
     assert arms.calls == []
     shipped = parse_config({**CONFIG, "engine": {"sim": {"profile": "h200"}}})
@@ -193,8 +193,8 @@ def test_ctrl_c_reported_as_another_error_is_still_an_interruption(tmp_path, fak
 
 def test_atomic_write_that_fails_keeps_the_old_file_and_leaves_no_temp(tmp_path) -> None:
     path = tmp_path / "report.json"
-    trial.write_json_atomic(path, {"v": 1})
+    runfolder.write_json_atomic(path, {"v": 1})
     with pytest.raises(TypeError):
-        trial.write_text_atomic(path, b"not text")  # type: ignore[arg-type]  # fails mid-write
+        runfolder.write_text_atomic(path, b"not text")  # type: ignore[arg-type]  # fails mid-write
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]

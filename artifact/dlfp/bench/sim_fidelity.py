@@ -121,8 +121,9 @@ def compare_runs(real_dir: Path, modeled_dir: Path, profile_path: Path) -> dict[
 def fidelity(calibration_run: Path, config_path: Path, out: Path) -> dict[str, Any]:
     """Calibrate, run the validation workload real and modeled, compare (module docstring)."""
     from dlfp.notebook import config_with_overrides
+    from dlfp.runfolder import write_json_atomic, write_text_atomic
     from dlfp.sim.calibrate import calibrate_run
-    from dlfp.trial import run_trials, write_json_atomic, write_text_atomic
+    from dlfp.trial import run_trials
 
     real_cfg = config_with_overrides(str(config_path), {})
     if real_cfg.engine.sim is not None:

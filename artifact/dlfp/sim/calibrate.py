@@ -206,8 +206,8 @@ def calibrate_run(run_dir: str | Path, *, arms: Sequence[str] = ("stock", "dlfp"
     """Fit a run folder's step records (every complete trial of ``arms``) into a profile."""
     from dlfp.analysis import load_run, source_line
     from dlfp.models import model_path
+    from dlfp.runfolder import MANIFEST, sha256
     from dlfp.sim.costmodel import ModelShape
-    from dlfp.trial import MANIFEST, sha256
 
     run = load_run(run_dir, tables=("steps",))
     engine = run.manifest["config"]["engine"]

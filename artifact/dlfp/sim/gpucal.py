@@ -72,8 +72,8 @@ import yaml
 from scipy.optimize import least_squares
 
 from dlfp.models import model_path
+from dlfp.runfolder import write_text_atomic
 from dlfp.sim.costmodel import PROFILE_DIR, ModelShape, Profile, available_profiles, parse_profile, step_time
-from dlfp.trial import write_text_atomic
 
 FACTORS = ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
 """The Profile fields this script fits, in the order of the cost terms they divide."""
