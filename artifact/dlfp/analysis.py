@@ -1,14 +1,15 @@
-"""From a run folder's raw traces to the paper-style paired table (no cached numbers).
+"""From a run folder's raw traces to the paper-style paired tables (no cached numbers).
 
-Everything here is recomputed from ``requests``/``tokens`` Parquet tables: per trial and
-arm the summary of :func:`dlfp.metrics.summarize`, exact token accounting against the saved
-workload, output agreement between arms, and per-trial paired reductions with a Student's t
-and a bootstrap confidence interval across trials.
+Everything here is recomputed from ``requests``/``tokens`` Parquet tables, each verified against
+the manifest's checksum and the expected schema first (:mod:`dlfp.runfolder`): per trial and arm
+the summary of :func:`dlfp.metrics.summarize`, exact token accounting against the saved
+workload, output agreement of every arm with the stock reference, stall events, and per-trial
+paired reductions with a Student's t interval across trials. A run whose stock arm's stalls
+fell outside the design's regime (:mod:`dlfp.design`) is flagged wherever it is shown.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,49 +18,83 @@ from typing import Any
 import pandas as pd
 
 from dlfp import metrics, stats, workload
-from dlfp.runfolder import MANIFEST
-from dlfp.trialconfig import ARMS, parse_config
+from dlfp.design import Rules
+from dlfp.labels import device, measured_on
+from dlfp.params import parse_params
+from dlfp.runfolder import (
+    MANIFEST,
+    RunFolderError,
+    check_status,
+    complete_units,
+    listed_files,
+    read_manifest,
+    read_table,
+    verify_file,
+)
+from dlfp.trialconfig import REFERENCE, TrialConfig, run_config
 
 HEADLINE = ("itl_p99_ms", "ttft_p99_ms")
+MIN_BOOTSTRAP_TRIALS = 5
+"""Below this many trials a resampled interval is a range of a handful of values: not reported."""
 
 
 @dataclass
 class RunData:
-    """A run folder loaded: manifest, config and per-trial, per-arm tables."""
+    """A run folder loaded and verified: manifest, effective config and per-trial, per-arm tables."""
 
     path: Path
     manifest: dict[str, Any]
+    config: TrialConfig
     tables: dict[tuple[int, str], dict[str, pd.DataFrame]]
     workloads: dict[int, list[workload.Request]]
 
     @property
+    def arms(self) -> tuple[str, ...]:
+        return self.config.arm_names
+
+    @property
+    def partial(self) -> bool:
+        """Read on purpose while unfinished: every table that shows it says so."""
+        return self.manifest["status"] != "complete"
+
+    @property
     def trials(self) -> list[int]:
-        """Trials with both arms complete, in order."""
+        """Trials with every arm complete, in order."""
         done = {k for k, _ in self.tables}
-        return sorted(k for k in done if all((k, arm) in self.tables for arm in ARMS))
+        return sorted(k for k in done if all((k, arm) in self.tables for arm in self.arms))
 
 
-def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", "steps")) -> RunData:
-    """Load every complete unit of a run folder; a missing or corrupt file is a clear error."""
+def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", "steps"),
+             allow_partial: bool = False) -> RunData:
+    """Load every complete unit of a run folder, verified (module docstring).
+
+    A missing, corrupt, edited, foreign or unfinished run is refused with a
+    :class:`dlfp.runfolder.RunFolderError` naming the file and how to recover;
+    ``allow_partial`` reads an interrupted run's finished arms (then :attr:`RunData.partial`).
+    """
     path = Path(path)
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        raise FileNotFoundError(f"{path} is not a run folder: no {MANIFEST}")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_manifest(path)
+    check_status(path, manifest, allow_partial)
+    try:
+        config = run_config(manifest)
+    except ValueError as exc:
+        raise ValueError(f"{path / MANIFEST}: its config no longer parses ({exc})") from None
+    for file, digest in listed_files(path, manifest):  # every file the manifest vouches for, read or not
+        verify_file(file, digest)
     loaded: dict[tuple[int, str], dict[str, pd.DataFrame]] = {}
     workloads: dict[int, list[workload.Request]] = {}
-    for unit in manifest["units"]:
-        if unit["status"] != "complete":
-            continue
+    for unit in complete_units(manifest):
         k, arm = unit["trial"], unit["arm"]
         unit_dir = path / f"trial-{k}" / arm
-        try:
-            loaded[(k, arm)] = {t: pd.read_parquet(unit_dir / f"{t}.parquet") for t in tables}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{unit_dir}: cannot read trace ({exc})") from exc
+        files = unit.get("files") or {}
+        loaded[(k, arm)] = {t: read_table(unit_dir / f"{t}.parquet", t, files.get(f"{t}.parquet")) for t in tables}
         if k not in workloads:
-            workloads[k] = workload.load(path / f"trial-{k}" / "workload.parquet")
-    return RunData(path, manifest, loaded, workloads)
+            name = f"trial-{k}/workload.parquet"
+            if name not in (manifest.get("workloads") or {}):
+                raise RunFolderError(f"{path / name} has no checksum in the manifest; the manifest was edited: "
+                                     "restore it")
+            workloads[k] = workload.load(path / name)
+    return RunData(path, manifest, config, loaded, workloads)
 
 
 def accounting(requests: pd.DataFrame, tokens: pd.DataFrame, wl: list[workload.Request]) -> dict[str, int]:
@@ -77,86 +112,234 @@ def accounting(requests: pd.DataFrame, tokens: pd.DataFrame, wl: list[workload.R
             "prompt_mismatches": int(bad_prompt), "output_mismatches": int(bad_output)}
 
 
+def stall_threshold_s(config: TrialConfig) -> float:
+    """What counts as a stall: a gap above the run's ITL objective (DLFP's ``itl_slo_ms``)."""
+    return parse_params(config.dlfp).itl_slo_ms / 1000.0
+
+
+def target_s(config: TrialConfig) -> float:
+    """DLFP's target interval T* of the run (as configured for its reference): the line above which
+    a stock gap is a prefill stall, what the design predicts the share of."""
+    return parse_params(config.dlfp).target_interval_s
+
+
 def trial_rows(run: RunData) -> pd.DataFrame:
-    """One row per (trial, arm): summary metrics, accounting and output agreement."""
-    config = parse_config(run.manifest["config"])
+    """One row per (trial, arm): summary metrics, stalls, accounting and agreement with stock."""
+    config = run.config
+    threshold, long_gap = stall_threshold_s(config), target_s(config)
     rows = []
     for k in run.trials:
         token_ids = {
             arm: run.tables[(k, arm)]["tokens"].groupby("request_id")["token_id"].apply(list).to_dict()
-            for arm in ARMS
+            for arm in run.arms
         }
-        agree = metrics.output_agreement(token_ids["stock"], token_ids["dlfp"])
-        for arm in ARMS:
+        for arm in run.arms:
             t = run.tables[(k, arm)]
-            summary = metrics.summarize(t["requests"], t["tokens"], config.ttft_slo_s, config.tpot_slo_s)
-            rows.append({"trial": k, "seed": config.seeds[k], "arm": arm, **summary,
-                         **accounting(t["requests"], t["tokens"], run.workloads[k]),
+            try:
+                agree = metrics.output_agreement(token_ids[REFERENCE], token_ids[arm])
+                summary = metrics.summarize(t["requests"], t["tokens"], config.ttft_slo_s, config.tpot_slo_s,
+                                            threshold, long_gap)
+                counts = accounting(t["requests"], t["tokens"], run.workloads[k])
+            except ValueError as exc:
+                raise ValueError(f"{run.path}/trial-{k}/{arm}: {exc}") from None
+            rows.append({"trial": k, "seed": config.seeds[k], "arm": arm, **summary, **counts,
                          "agreement_rate": agree["rate"], "mismatched": len(agree["mismatched"])})
     return pd.DataFrame(rows)
 
 
-def reductions(rows: pd.DataFrame, metric: str) -> list[float]:
-    """Per-trial paired reductions of ``metric``, stock -> DLFP, in percent, in trial order."""
+def reductions(rows: pd.DataFrame, metric: str, arm: str = "dlfp") -> list[float]:
+    """Per-trial paired reductions of ``metric``, stock -> ``arm``, in percent, in trial order."""
     wide = rows.pivot(index="trial", columns="arm", values=metric)
-    return [stats.paired_reduction(s, d) for s, d in zip(wide["stock"], wide["dlfp"], strict=True)]
+    out = []
+    for k, s, d in zip(wide.index, wide[REFERENCE], wide[arm], strict=True):
+        try:
+            out.append(stats.paired_reduction(s, d))
+        except ValueError as exc:  # e.g. an arm whose requests all failed has no P99
+            raise ValueError(f"trial {k}, {metric}, {REFERENCE} -> {arm}: {exc}") from None
+    return out
 
 
-def paired(rows: pd.DataFrame, metric: str) -> dict[str, Any]:
-    """Per-trial reductions of ``metric`` (stock -> DLFP, %), their mean and CIs across trials."""
-    reductions_pct = reductions(rows, metric)
-    out: dict[str, Any] = {"metric": metric, "reductions_pct": reductions_pct,
+def paired(rows: pd.DataFrame, metric: str, arm: str = "dlfp") -> dict[str, Any]:
+    """Per-trial reductions of ``metric`` (stock -> ``arm``, %), their mean and CI across trials.
+
+    Student's t with n - 1 df from two trials on; the percentile bootstrap only from
+    :data:`MIN_BOOTSTRAP_TRIALS` on (with three trials it would resample three numbers).
+    """
+    reductions_pct = reductions(rows, metric, arm)
+    out: dict[str, Any] = {"metric": metric, "arm": arm, "reductions_pct": reductions_pct,
                            "mean_pct": float(sum(reductions_pct) / len(reductions_pct)) if reductions_pct else math.nan}
     if len(reductions_pct) >= 2:
         _, out["t_lo"], out["t_hi"] = stats.t_ci(reductions_pct)
+    if len(reductions_pct) >= MIN_BOOTSTRAP_TRIALS:
         _, out["boot_lo"], out["boot_hi"] = stats.bootstrap_ci(reductions_pct)
     return out
 
 
-def paper_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The paper's table: per trial P99 ITL and TTFT per arm, reductions, SLO, failures, agreement."""
+def effect_words(p: dict[str, Any], increase: bool = False) -> str:
+    """What a paired reduction says, as a verb phrase following its interval: "shows no
+    detectable effect on it" when the CI spans zero, never "reduces it" then (``increase``
+    words a positive mean as a rise, for TTFT)."""
+    if "t_lo" not in p:
+        return "cannot be judged from one trial (no interval)"
+    lo, hi, mean = p["t_lo"], p["t_hi"], p["mean_pct"]
+    if lo <= 0 <= hi:
+        return "shows no detectable effect on it"
+    if increase:
+        return f"raises it by a mean of {-mean:.1f}%" if mean < 0 else f"lowers it by a mean of {mean:.1f}%"
+    return f"reduces it by a mean of {mean:.1f}%" if mean > 0 else f"raises it by a mean of {-mean:.1f}%"
+
+
+def scope_note(run: RunData) -> str:
+    """What kind of evidence a run is, for prose beside its numbers, from its manifest alone."""
+    if run.config.engine.sim is not None:
+        return "simulated numbers (a real vLLM scheduler on a modeled accelerator): evidence about the mechanism, " \
+               "never a GPU measurement"
+    if not str((run.manifest.get("versions") or {}).get("vllm", "")).endswith("+cpu"):
+        return (f"GPU measurements of {run.config.engine.model} ({run.config.engine.dtype}): comparable with the "
+                "paper's numbers where model, precision and GPU match its setting")
+    return (f"CPU measurements of the weightless {run.config.engine.model} ({run.config.engine.dtype}): they test "
+            "the mechanism, not the paper's GPU numbers")
+
+
+def stock_budget(run: RunData) -> int:
+    """Stock's token budget (``max_num_batched_tokens``): the size of the win depends on it."""
+    return run.config.engine_for(REFERENCE).max_num_batched_tokens
+
+
+def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Was the run inside its design's regime? Predicted problems (before the trials) and the
+    realized share of stock's gaps that are prefill stalls (above T*, the quantity the design
+    predicts), against the design rules' bounds."""
+    rows = trial_rows(run) if rows is None else rows
+    design = run.manifest.get("design") or {}
+    rules = Rules(**design["rules"]) if "rules" in design else Rules()
+    stock = rows[rows.arm == REFERENCE]
+    realized = float(stock.long_gap_share.mean()) if len(stock) else math.nan
+    flags = [f"predicted: {p}" for p in design.get("problems", [])]
+    if not math.isnan(realized) and realized < rules.realized_min_stall_share:
+        flags.append(f"stock's prefill stalls (gaps above T*) were {realized:.2%} of gaps, below the "
+                     f"{rules.realized_min_stall_share:.1%} a pooled P99 reliably sees")
+    if not math.isnan(realized) and realized > rules.max_stall_share:
+        flags.append(f"stock's prefill stalls (gaps above T*) were {realized:.1%} of gaps, above "
+                     f"{rules.max_stall_share:.0%}: not a tail")
+    if "design" not in run.manifest:
+        flags.append("no design record (run made before pre-flight designs)")
+    if run.partial:
+        flags.append(f"partial run (status {run.manifest['status']})")
+    return {"predicted_stall_share": (design.get("predicted") or {}).get("stall_share", math.nan),
+            "realized_stall_share": realized, "flags": flags,
+            "verdict": "in regime" if not flags else "OUTSIDE REGIME: " + "; ".join(flags)}
+
+
+def design_table(runs: list[RunData], outcome: bool = False) -> pd.DataFrame:
+    """Per run: what its pre-flight measured, the design derived from it (rules version), the stall
+    share it predicted for stock and the one measured afterwards, and the regime verdict; with
+    ``outcome``, also DLFP's paired P99 ITL reduction and what it says."""
+    out = []
+    for run in runs:
+        design = run.manifest.get("design") or {}
+        m, p = design.get("measured") or {}, design.get("predicted") or {}
+        rows = trial_rows(run)
+        cfg, verdict = run.config, regime(run, rows)
+        out.append({
+            "run": run.path.name, "design": design.get("kind", "none (run predates designs)"),
+            "rules": design.get("rules_version", math.nan), "inputs": m.get("source", ""),
+            "decode step d (ms)": 1e3 * m.get("decode_s", math.nan),
+            "prefill fixed a (ms)": 1e3 * m.get("prefill_fixed_s", math.nan),
+            "prefill per token b (us)": 1e6 * m.get("prefill_per_token_s", math.nan),
+            "arrival rate (req/s)": cfg.workload["rate_rps"],
+            "long share": p.get("long_share", math.nan),
+            "DLFP target T* (ms)": 1e3 * p.get("target_s", math.nan),
+            "predicted stall (ms)": 1e3 * p.get("stall_s", math.nan),
+            "TPOT SLO (ms)": 1e3 * cfg.tpot_slo_s, "TTFT SLO (ms)": 1e3 * cfg.ttft_slo_s,
+            "prefill stalls predicted, stock (% of gaps)": 100 * p.get("stall_share", math.nan),
+            "prefill stalls measured, stock (% of gaps above T*)": 100 * verdict["realized_stall_share"],
+            "regime": verdict["verdict"],
+        })
+        if outcome and "dlfp" in run.arms:
+            itl = paired(rows, "itl_p99_ms")
+            out[-1].update({"engine threads": (run.manifest.get("engine_env") or {}).get("VLLM_CPU_OMP_THREADS_BIND",
+                                                                                         "not recorded"),
+                            "P99 ITL reduction (%)": itl["mean_pct"], "ITL CI lo (%)": itl.get("t_lo", math.nan),
+                            "ITL CI hi (%)": itl.get("t_hi", math.nan), "DLFP on P99 ITL": effect_words(itl)})
+    return pd.DataFrame(out)
+
+
+def paper_table(rows: pd.DataFrame, arm: str = "dlfp") -> pd.DataFrame:
+    """The paper's table: per trial P99 ITL and TTFT of stock and ``arm``, reductions, stalls, SLO,
+    failures, agreement."""
     wide = rows.pivot(index="trial", columns="arm")
     table = pd.DataFrame({
-        "seed": wide[("seed", "stock")],
-        "P99 ITL stock (ms)": wide[("itl_p99_ms", "stock")],
-        "P99 ITL DLFP (ms)": wide[("itl_p99_ms", "dlfp")],
-        "ITL reduction (%)": reductions(rows, "itl_p99_ms"),
-        "P99 TTFT stock (ms)": wide[("ttft_p99_ms", "stock")],
-        "P99 TTFT DLFP (ms)": wide[("ttft_p99_ms", "dlfp")],
-        "TTFT change (%)": [100.0 * (d - s) / s for s, d in
-                            zip(wide[("ttft_p99_ms", "stock")], wide[("ttft_p99_ms", "dlfp")], strict=True)],
-        "SLO stock": wide[("slo_compliance", "stock")],
-        "SLO DLFP": wide[("slo_compliance", "dlfp")],
-        "failures": wide[("n_failed", "stock")] + wide[("n_failed", "dlfp")],
-        "output agreement": wide[("agreement_rate", "stock")],
+        "seed": wide[("seed", REFERENCE)],
+        "P99 ITL stock (ms)": wide[("itl_p99_ms", REFERENCE)],
+        "P99 ITL DLFP (ms)": wide[("itl_p99_ms", arm)],
+        "ITL reduction (%)": reductions(rows, "itl_p99_ms", arm),
+        "P99 TTFT stock (ms)": wide[("ttft_p99_ms", REFERENCE)],
+        "P99 TTFT DLFP (ms)": wide[("ttft_p99_ms", arm)],
+        "TTFT change (%)": [-r for r in reductions(rows, "ttft_p99_ms", arm)],
+        "gaps > ITL SLO, stock (%)": 100 * wide[("stall_share", REFERENCE)],
+        "gaps > ITL SLO, DLFP (%)": 100 * wide[("stall_share", arm)],
+        "SLO stock": wide[("slo_compliance", REFERENCE)],
+        "SLO DLFP": wide[("slo_compliance", arm)],
+        "failures": wide[("n_failed", REFERENCE)] + wide[("n_failed", arm)],
+        "output agreement": wide[("agreement_rate", arm)],
     })
     table.index.name = "trial"
     return table
+
+
+def arms_table(run: RunData, rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every arm against stock: mean P99 ITL (pooled and per request), P99 TTFT, stalls,
+    throughput, and the paired reduction of P99 ITL with its t interval."""
+    rows = trial_rows(run) if rows is None else rows
+    out = []
+    for arm in run.arms:
+        mine = rows[rows.arm == arm]
+        p = paired(rows, "itl_p99_ms", arm) if arm != REFERENCE else {}
+        t = paired(rows, "ttft_p99_ms", arm) if arm != REFERENCE else {}
+        out.append({
+            "arm": arm, "settings": run.config.arm(arm).label,
+            "P99 ITL (ms)": mine.itl_p99_ms.mean(), "P99 per-request ITL (ms)": mine.itl_req_p99_ms.mean(),
+            "P99 TTFT (ms)": mine.ttft_p99_ms.mean(), "gaps > ITL SLO (%)": 100 * mine.stall_share.mean(),
+            "worst gap (ms)": mine.worst_gap_ms.max(), "throughput (tok/s)": mine.output_throughput_tps.mean(),
+            "ITL reduction vs stock (%)": p.get("mean_pct", math.nan),
+            "ITL CI lo (%)": p.get("t_lo", math.nan), "ITL CI hi (%)": p.get("t_hi", math.nan),
+            "TTFT change vs stock (%)": -t.get("mean_pct", math.nan) if t else math.nan,
+            "output agreement": mine.agreement_rate.mean(),
+        })
+    return pd.DataFrame(out)
 
 
 def format_report(run: RunData) -> str:
     """The text ``dlfp analyze`` prints."""
     rows = trial_rows(run)
     if rows.empty:
-        return f"{run.path}: no trial has both arms complete yet (missing: {run.manifest.get('missing')})"
+        return f"{run.path}: no trial has all arms complete yet (missing: {run.manifest.get('missing')})"
     lines = [
-        f"run {run.path} ({run.manifest.get('name')}, status {run.manifest.get('status')})",
+        f"run {run.path} ({run.manifest.get('name')}, status {run.manifest.get('status')}"
+        + (", PARTIAL: only its finished arms" if run.partial else "") + ")",
         source_line(run),
-        "",
-        paper_table(rows).to_string(float_format=lambda x: f"{x:.2f}"),
+        f"stock token budget (max_num_batched_tokens): {stock_budget(run)}; stall = gap above "
+        f"{stall_threshold_s(run.config) * 1e3:.1f} ms; regime: {regime(run, rows)['verdict']}",
         "",
     ]
-    for metric in HEADLINE:
-        p = paired(rows, metric)
-        line = f"{metric}: mean reduction {p['mean_pct']:.1f}%"
-        if "t_lo" in p:
-            line += (f", paired 95% CI (Student's t, {len(p['reductions_pct']) - 1} df) "
-                     f"[{p['t_lo']:.1f}%, {p['t_hi']:.1f}%], "
-                     f"bootstrap [{p['boot_lo']:.1f}%, {p['boot_hi']:.1f}%]")
-        lines.append(line)
-    acc = rows[["prompt_mismatches", "output_mismatches"]].sum()
-    lines.append(f"token accounting: {int(acc.prompt_mismatches)} prompt and {int(acc.output_mismatches)} "
-                 f"output mismatches over {int(rows.n_expected.sum())} request-arms")
+    if "dlfp" in run.arms:
+        lines += [paper_table(rows).to_string(float_format=lambda x: f"{x:.2f}"), ""]
+    if len(run.arms) > 2 or "dlfp" not in run.arms:
+        lines += [arms_table(run, rows).to_string(index=False, float_format=lambda x: f"{x:.2f}"), ""]
+    for arm in [a for a in run.arms if a != REFERENCE]:
+        for metric in HEADLINE:
+            p = paired(rows, metric, arm)
+            line = f"{arm} {metric}: mean reduction {p['mean_pct']:.1f}%"
+            if "t_lo" in p:
+                line += (f", paired 95% CI (Student's t, {len(p['reductions_pct']) - 1} df) "
+                         f"[{p['t_lo']:.1f}%, {p['t_hi']:.1f}%]")
+            if "boot_lo" in p:
+                line += f", bootstrap [{p['boot_lo']:.1f}%, {p['boot_hi']:.1f}%]"
+            lines.append(line + f" ({effect_words(p, increase=metric.startswith('ttft'))})")
+    acc = rows[["prompt_mismatches", "output_mismatches", "n_recorded", "n_expected"]].sum()
+    lines.append(f"token accounting: {int(acc.n_recorded)} of {int(acc.n_expected)} request-arms recorded; "
+                 f"{int(acc.prompt_mismatches)} prompt and {int(acc.output_mismatches)} output mismatches")
     return "\n".join(lines)
 
 
@@ -177,48 +360,42 @@ def interval_divergence(steps: pd.DataFrame) -> float:
     return float(((sched[mixed] - comp[mixed]).abs() / comp[mixed]).median())
 
 
-def generalization_table(runs: list[RunData]) -> pd.DataFrame:
-    """One row per run (model shape, TP size): the DLFP effect and the signal divergence."""
+def generalization_table(runs: list[RunData], arm: str = "dlfp") -> pd.DataFrame:
+    """One row per run (model shape, TP size): ``arm``'s effect, stalls, regime, signal divergence."""
     out = []
     for run in runs:
         rows = trial_rows(run)
-        if rows.empty:
+        if rows.empty or arm not in run.arms:
             continue
-        engine = run.manifest["config"]["engine"]
-        sim = engine.get("sim")
-        itl, ttft = paired(rows, "itl_p99_ms"), paired(rows, "ttft_p99_ms")
-        div = [interval_divergence(run.tables[(k, "dlfp")]["steps"]) for k in run.trials]
+        engine, sim = run.config.engine, run.config.engine.sim
+        itl, ttft = paired(rows, "itl_p99_ms", arm), paired(rows, "ttft_p99_ms", arm)
+        div = [interval_divergence(run.tables[(k, arm)]["steps"]) for k in run.trials]
+        params = run.config.engine_for(arm).dlfp
         out.append({
-            "run": run.path.name, "model": engine["model"],
-            "device": f"{sim.get('profile', 'a100')} (modeled)" if sim is not None else _measured_device(run),
-            "TP": sim.get("tp", 1) if sim is not None else engine.get("tensor_parallel_size", 1),
-            "DLFP variant": ", ".join(f"{k}={v}" for k, v in sorted(run.manifest["config"].get("dlfp", {}).items())
-                                      if k != "itl_slo_ms") or "paper's law",
+            "run": run.path.name, "model": engine.model,
+            "device": f"{sim.get('profile', 'a100')} (modeled)" if sim is not None else device(run.manifest),
+            "TP": sim.get("tp", 1) if sim is not None else engine.tensor_parallel_size,
+            "DLFP variant": ", ".join(f"{k}={v}" for k, v in sorted(params.items())
+                                      if k not in ("itl_slo_ms", "enabled", "step_log")) or "paper's law",
+            "design": (run.manifest.get("design") or {}).get("kind", "none"),
+            "stock budget": stock_budget(run),
             "trials": len(run.trials),
-            "P99 ITL stock (ms)": rows[rows.arm == "stock"].itl_p99_ms.mean(),
-            "P99 ITL DLFP (ms)": rows[rows.arm == "dlfp"].itl_p99_ms.mean(),
+            "P99 ITL stock (ms)": rows[rows.arm == REFERENCE].itl_p99_ms.mean(),
+            "P99 ITL DLFP (ms)": rows[rows.arm == arm].itl_p99_ms.mean(),
             "ITL reduction (%)": itl["mean_pct"],
             "ITL CI lo (%)": itl.get("t_lo", math.nan), "ITL CI hi (%)": itl.get("t_hi", math.nan),
             "TTFT reduction (%)": ttft["mean_pct"],
+            "prefill stalls stock (% of gaps)": 100 * rows[rows.arm == REFERENCE].long_gap_share.mean(),
+            "gaps > ITL SLO, stock (%)": 100 * rows[rows.arm == REFERENCE].stall_share.mean(),
+            "gaps > ITL SLO, DLFP (%)": 100 * rows[rows.arm == arm].stall_share.mean(),
             "signal divergence": float(pd.Series(div).median()),
+            "regime": regime(run, rows)["verdict"],
             "source": source_line(run),
         })
     return pd.DataFrame(out)
 
 
-def _measured_device(run: RunData) -> str:
-    gpus = [g.get("name") for g in run.manifest.get("hardware", {}).get("gpus") or []]
-    return gpus[0] if gpus else "CPU"
-
-
 def source_line(run: RunData) -> str:
     """Where a run's numbers come from: measured (machine, vLLM build) or simulated (profile)."""
-    sim = run.manifest.get("config", {}).get("engine", {}).get("sim")
-    if sim is not None:
-        mode = "async" if sim.get("async_scheduling", True) else "sync"
-        return (f"simulated: cost profile {sim.get('profile', 'a100')} (TP {sim.get('tp', 1)}, {mode} scheduling), "
-                f"real vLLM {run.manifest.get('versions', {}).get('vllm')} scheduler")
-    hw = run.manifest.get("hardware", {})
-    gpus = [g.get("name") for g in hw.get("gpus") or []]
-    where = ", ".join(gpus) if gpus else f"{hw.get('cpu_model', 'CPU')} ({hw.get('cpu_logical_cores')} cores)"
-    return f"measured: {where}, vLLM {run.manifest.get('versions', {}).get('vllm')}"
+    label = measured_on(run.manifest)
+    return label if label.startswith("simulated") else f"measured: {label}"

@@ -10,6 +10,21 @@ import argparse
 import sys
 from pathlib import Path
 
+INTERRUPTED = 130
+"""Exit code of a Ctrl-C (128 + SIGINT), as shells report it."""
+
+TRIAL_EXIT_CODES = """\
+exit codes:
+  0    the run is complete
+  1    an arm failed (e.g. the engine core died); the manifest says "failed" and why
+  2    bad input: an invalid config, or a run folder that is refused
+  130  Ctrl-C (SIGINT); the manifest says "interrupted", interrupted_by "SIGINT"
+  143  SIGTERM (SLURM at the time limit, scancel, kill); "interrupted", "SIGTERM"
+  137  SIGKILL (no handler runs: the manifest still says "running")
+Every case keeps the finished arms; the same command resumes with the missing ones. The
+engine core and its workers exit with this process, SIGKILL included (one still starting
+up exits when it builds its scheduler)."""
+
 
 def _paired_ci(args: argparse.Namespace) -> int:
     from dlfp.stats import t_ci
@@ -21,11 +36,17 @@ def _paired_ci(args: argparse.Namespace) -> int:
 
 
 def _trial(args: argparse.Namespace) -> int:
+    from dlfp.lifeline import EngineCoreDied
     from dlfp.trial import run_trials
     from dlfp.trialconfig import load_config, parse_config
 
     config = load_config(args.config) if args.config else parse_config({})
-    manifest = run_trials(config, args.out, progress=not args.quiet)
+    try:
+        manifest = run_trials(config, args.out, progress=not args.quiet, allow_dirty=args.allow_dirty)
+    except EngineCoreDied as exc:
+        print(f"dlfp: error: {exc}; finished arms are kept and {args.out / 'manifest.json'} (status "
+              "failed) names the missing ones: rerun the same command to resume", file=sys.stderr)
+        return 1
     print(f"{args.out}: {manifest['status']}")
     return 0
 
@@ -33,7 +54,7 @@ def _trial(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     from dlfp.analysis import format_report, load_run
 
-    print(format_report(load_run(args.run_dir)))
+    print(format_report(load_run(args.run_dir, allow_partial=args.partial)))
     return 0
 
 
@@ -69,6 +90,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_check(args: argparse.Namespace) -> int:
+    from dlfp.gpucheck import main
+
+    return main(args.rest)
+
+
 def _gpu_calibrate(args: argparse.Namespace) -> int:
     from dlfp.sim.gpucal import main
 
@@ -81,14 +108,32 @@ def _bench_sim(args: argparse.Namespace) -> int:
     return main(args.rest)
 
 
+def _study(args: argparse.Namespace) -> int:
+    from dlfp.studies import main
+
+    return main(args.rest)
+
+
 def _pipeline(args: argparse.Namespace) -> int:
     from dlfp.pipeline import main
 
     return main(args.rest)
 
 
+def _cluster_submit(args: argparse.Namespace) -> int:
+    from dlfp.cluster.submit import main
+
+    return main(args.rest)
+
+
 def _bench_schedule(args: argparse.Namespace) -> int:
     from dlfp.bench.schedule_overhead import main
+
+    return main(args.rest)
+
+
+def _bench_load(args: argparse.Namespace) -> int:
+    from dlfp.bench.load import main
 
     return main(args.rest)
 
@@ -109,14 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--confidence", type=float, default=0.95)
     ci.set_defaults(func=_paired_ci)
 
-    trial = sub.add_parser("trial", help="run (or resume) paired stock/DLFP trials on a real engine")
+    trial = sub.add_parser("trial", help="run (or resume) paired stock/DLFP trials on a real engine",
+                           epilog=TRIAL_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     trial.add_argument("config", nargs="?", help="YAML config (default: the CPU defaults)")
     trial.add_argument("--out", required=True, type=Path, help="run folder, e.g. data/runs/<id>")
     trial.add_argument("--quiet", action="store_true", help="no progress bars")
+    trial.add_argument("--allow-dirty", action="store_true",
+                       help="run even if the code differs from its git commit (recorded in the manifest)")
     trial.set_defaults(func=_trial)
 
     analyze = sub.add_parser("analyze", help="paper-style paired table from a run folder's raw traces")
     analyze.add_argument("run_dir", type=Path)
+    analyze.add_argument("--partial", action="store_true",
+                         help="read an unfinished run's finished arms (labelled partial) instead of refusing it")
     analyze.set_defaults(func=_analyze)
 
     imp = sub.add_parser("import-bench", help="summarize `vllm bench serve --save-detailed` JSON "
@@ -140,8 +190,22 @@ def build_parser() -> argparse.ArgumentParser:
                             add_help=False)
     gpucal.set_defaults(func=_gpu_calibrate, delegates=True)
 
+    gchk = sub.add_parser("gpu-check", help="on a GPU node (~10 min): install check, short paired trials on "
+                          "Qwen3-0.6B/8B, the proxy error measured per step, a measured cost profile",
+                          add_help=False)
+    gchk.set_defaults(func=_gpu_check, delegates=True)
+
+    study = sub.add_parser("study", help="baselines, sensitivity and explanations studies (many runs)", add_help=False)
+    study.set_defaults(func=_study, delegates=True)
+
     pipe = sub.add_parser("pipeline", help="execute the notebooks with papermill and build the book", add_help=False)
     pipe.set_defaults(func=_pipeline, delegates=True)
+
+    cluster = sub.add_parser("cluster", help="the notebooks as SLURM batch jobs").add_subparsers(dest="what",
+                                                                                                 required=True)
+    csub = cluster.add_parser("submit", help="submit verify -> trials -> generalization -> book as chained jobs "
+                              "(--dry-run: print the job list)", add_help=False)
+    csub.set_defaults(func=_cluster_submit, delegates=True)
 
     bench = sub.add_parser("bench", help="benchmarks (ratios measured side by side)")
     bench_sub = bench.add_subparsers(dest="what", required=True)
@@ -149,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     sched.set_defaults(func=_bench_schedule, delegates=True)
     drv = bench_sub.add_parser("driver", help="open-loop client send lateness at a high rate", add_help=False)
     drv.set_defaults(func=_bench_driver, delegates=True)
+    load = bench_sub.add_parser("load", help="10,000 requests at 10x the CPU default rate on the modeled executor: "
+                                "nothing lost, peak RSS, send lateness", add_help=False)
+    load.set_defaults(func=_bench_load, delegates=True)
     bsim = bench_sub.add_parser("sim", help="modeled executor: overhead per step, and modeled vs real CPU engine",
                                 add_help=False)
     bsim.set_defaults(func=_bench_sim, delegates=True)
@@ -167,10 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:  # bad input, refused run folders included
         print(f"dlfp: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("dlfp: interrupted; finished units are kept, rerun the same command to resume",
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in dlfp trial (dlfp.trial.Interrupted)
+        print(f"dlfp: interrupted ({exc or 'SIGINT'}); finished units are kept, rerun the same command to resume",
               file=sys.stderr)
-        return 130
+        return getattr(exc, "exit_code", INTERRUPTED)
 
 
 if __name__ == "__main__":

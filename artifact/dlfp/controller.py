@@ -55,9 +55,10 @@ class Decision:
     updated: bool
 
 
-def next_chunk(chunk: float, interval_s: float, params: DLFPParams) -> float:
-    """Apply the proportional law once; the result always lies in [chunk_min, chunk_max]."""
-    target = params.target_interval_s
+def next_chunk(chunk: float, interval_s: float, params: DLFPParams, target_s: float | None = None) -> float:
+    """Apply the proportional law once toward ``target_s`` (default: the parameters' T*); the
+    result always lies in [chunk_min, chunk_max]."""
+    target = params.target_interval_s if target_s is None else target_s
     factor = 1.0 + params.gain * (target - interval_s) / target
     return min(float(params.chunk_max), max(float(params.chunk_min), chunk * factor))
 
@@ -72,9 +73,11 @@ class DLFPController:
         self.chunk = float(params.chunk_init)
 
     def decide(
-        self, *, decodes_running: bool, prefill_waiting: bool, obs: Observation | None
+        self, *, decodes_running: bool, prefill_waiting: bool, obs: Observation | None,
+        target_s: float | None = None,
     ) -> Decision:
-        """Plan one step. Only a mixed step is capped; only a guarded cycle adapts ``C``.
+        """Plan one step. Only a mixed step is capped; only a guarded cycle adapts ``C``,
+        toward ``target_s`` (default: the parameters' T*).
 
         With control disabled the decision is always unrestricted, so a disabled arm is
         stock vLLM scheduling with the same instrumentation.
@@ -83,7 +86,7 @@ class DLFPController:
             return Decision(cap=None, updated=False)
         updated = obs is not None and obs.guarded
         if updated:
-            proposed = next_chunk(self.chunk, obs.interval_s, self.params)
+            proposed = next_chunk(self.chunk, obs.interval_s, self.params, target_s)
             held = self.params.anti_windup and not obs.saturated  # may shrink, never grow
             self.chunk = min(self.chunk, proposed) if held else proposed
         return Decision(cap=int(self.chunk), updated=updated)

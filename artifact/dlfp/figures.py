@@ -17,9 +17,15 @@ import seaborn as sns
 
 from dlfp import metrics
 from dlfp.analysis import RunData, reductions, source_line
-from dlfp.trialconfig import ARMS
 
 PALETTE = {"stock": "#8c8c8c", "dlfp": "#1f77b4"}
+_CYCLE = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+
+def color(arm: str, arms: tuple[str, ...] = ()) -> str:
+    """An arm's colour: stock grey and DLFP blue everywhere, the other arms by their position."""
+    others = [a for a in arms if a not in PALETTE]
+    return PALETTE.get(arm) or _CYCLE[(others.index(arm) if arm in others else len(others)) % len(_CYCLE)]
 PAPER = {"itl_reduction_pct": (24.8, 30.1, 28.2), "mean_pct": 27.7, "ci_pct": (21.0, 34.3),
          "ttft_increase_pct": 34.8, "setting": "Qwen3-0.6B BF16, one A100 80 GB"}
 """What the paper reports (abstract); shown beside our numbers, never mixed in."""
@@ -27,8 +33,9 @@ PAPER = {"itl_reduction_pct": (24.8, 30.1, 28.2), "mean_pct": 27.7, "ci_pct": (2
 
 def provenance(run: RunData) -> str:
     """One line saying where a run's numbers come from."""
-    engine = run.manifest.get("config", {}).get("engine", {})
-    return f"{source_line(run)}, {engine.get('model')} {engine.get('dtype')}"
+    engine = run.config.engine
+    partial = " (PARTIAL run: finished arms only)" if run.partial else ""
+    return f"{source_line(run)}, {engine.model} {engine.dtype}{partial}"
 
 
 def _pooled(run: RunData, arm: str, fn) -> np.ndarray:
@@ -43,13 +50,13 @@ def itl_ttft_distributions(run: RunData) -> plt.Figure:
     panels = (("Inter-token latency", lambda t: metrics.itl_gaps(_ok_tokens(t))),
               ("Time to first token", lambda t: metrics.ttft(t["requests"])))
     for ax, (title, fn) in zip(axes, panels, strict=True):
-        for arm in ARMS:
+        for arm in run.arms:
             ms = _pooled(run, arm, fn) * 1000.0
             if not len(ms):
                 continue
             sns.ecdfplot(x=ms, ax=ax, label=f"{arm} (P99 {np.percentile(ms, 99):.0f} ms)",
-                         color=PALETTE[arm], linewidth=2)
-            ax.axvline(np.percentile(ms, 99), color=PALETTE[arm], linestyle=":", linewidth=1)
+                         color=color(arm, run.arms), linewidth=2)
+            ax.axvline(np.percentile(ms, 99), color=color(arm, run.arms), linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set_xlabel(f"{title} (ms, log scale)")
         ax.set_ylabel("fraction")
@@ -87,12 +94,12 @@ def chunk_and_interval(run: RunData, trial: int | None = None, before_s: float =
     k = run.trials[0] if trial is None else trial
     t_arr, rid = long_prompt_window(run, k)
     fig, (ax_tok, ax_dt) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
-    for arm in ARMS:
+    for arm in [a for a in ("stock", "dlfp") if a in run.arms]:
         s = run.tables[(k, arm)]["steps"].sort_values("schedule_t")
         s = s.assign(t=s.schedule_t - t_arr, interval_ms=s.schedule_t.diff().shift(-1) * 1000.0)
         w = s[(s.t >= -before_s) & (s.t <= after_s)]
-        ax_tok.step(w.t, w.prefill_tokens, where="post", color=PALETTE[arm], label=f"{arm}: prefill tokens")
-        ax_dt.plot(w.t, w.interval_ms, marker="o", markersize=3, color=PALETTE[arm],
+        ax_tok.step(w.t, w.prefill_tokens, where="post", color=color(arm, run.arms), label=f"{arm}: prefill tokens")
+        ax_dt.plot(w.t, w.interval_ms, marker="o", markersize=3, color=color(arm, run.arms),
                    label=f"{arm}: scheduler-call interval")
         if arm == "dlfp":
             ax_tok.step(w.t, w.cap, where="post", color="#d62728", linestyle="--", label="DLFP cap C")
@@ -114,11 +121,11 @@ def telemetry(run: RunData, tele: dict[tuple[int, str], pd.DataFrame], trial: in
     sns.set_theme(style="whitegrid")
     k = run.trials[0] if trial is None else trial
     fig, ax = plt.subplots(figsize=(11, 3.5))
-    for arm in ARMS:
+    for arm in run.arms:
         t = tele[(k, arm)]
         util = t[(t.metric == "util_pct")]
         for source, part in util.groupby("source"):
-            ax.plot(part.t_s, part.value, color=PALETTE[arm], label=f"{arm} {source}",
+            ax.plot(part.t_s, part.value, color=color(arm, run.arms), label=f"{arm} {source}",
                     linestyle="-" if source == "cpu" else "--")
     ax.set_xlabel(f"seconds since trial start (trial {k})")
     ax.set_ylabel("utilization (%)")
@@ -171,5 +178,59 @@ def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
     right.barh(y, table["signal divergence"].to_numpy(), color="#8c8c8c")
     right.set_xlabel("signal divergence\n(median |interval - cadence| / cadence)")
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+    """Per target: P99 ITL against P99 TTFT of every arm, the frontier the fixed token budgets
+    trace (stock and the ``max_num_batched_tokens`` sweep, joined), and the run's ITL objective."""
+    from dlfp.frontier import ITL, TTFT
+
+    sns.set_theme(style="whitegrid")
+    n = len(tables)
+    cols = min(3, n)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
+    markers = {"fixed budget": "s", "fixed cap": "^", "adaptive": "o"}
+    for ax, (target, t) in zip(axes.flat, tables.items(), strict=False):
+        fixed = t[t.kind == "fixed budget"].sort_values(TTFT)
+        ax.plot(fixed[TTFT], fixed[ITL], color="#8c8c8c", linewidth=1, zorder=1, label="fixed budgets")
+        arms = tuple(t.arm)
+        for _, r in t.iterrows():
+            ax.scatter(r[TTFT], r[ITL], marker=markers[r.kind], color=color(r.arm, arms), s=40, zorder=2)
+            ax.annotate(r.arm, (r[TTFT], r[ITL]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.axhline(t["itl objective (ms)"].iloc[0], color="#d62728", linestyle="--", linewidth=1,
+                   label="ITL objective")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("P99 TTFT (ms, log)")
+        ax.set_ylabel("P99 ITL, pooled gaps (ms, log)")
+        ax.set_title(target, fontsize=9)
+        ax.legend(loc="upper right", fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def regime_boundary(points: pd.DataFrame, title: str) -> plt.Figure:
+    """DLFP's P99 ITL reduction (mean and paired CI per run) against the share of stock's
+    inter-token gaps that were stalls: where the gain turns into a loss."""
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    x = points["prefill stalls stock (% of gaps)"].to_numpy()
+    mean = points["ITL reduction (%)"].to_numpy()
+    lo, hi = points["ITL CI lo (%)"].to_numpy(), points["ITL CI hi (%)"].to_numpy()
+    err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
+    ax.errorbar(x, mean, yerr=err, fmt="o", color=PALETTE["dlfp"], capsize=4, label="DLFP, mean and paired 95% CI")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.axvline(1.0, color="#d62728", linestyle="--", linewidth=1, label="1% of gaps: what a pooled P99 sees")
+    ax.set_xscale("log")
+    ax.set_xlabel("stock's prefill stalls (% of inter-token gaps above T*, measured, log)")
+    ax.set_ylabel("P99 ITL reduction, stock to DLFP (%)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig

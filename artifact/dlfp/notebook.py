@@ -7,7 +7,6 @@ is allowed, so the executed notebook shows a readable message and papermill exit
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,8 @@ from typing import Any
 import yaml
 
 from dlfp.models import model_path
-from dlfp.trialconfig import TrialConfig, parse_config
+from dlfp.params import parse_params
+from dlfp.trialconfig import TrialConfig, merge, parse_config, read_yaml
 
 
 def require(ok: bool, name: str, value: Any, allowed: str) -> None:
@@ -31,60 +31,61 @@ class Plain(str):
         return str(self)
 
 
+def run_label(run_dir: str) -> str:
+    """How prose may call a rendered run: "the committed run" only when it is one."""
+    from dlfp.provenance import committed
+
+    return "the committed run" if committed(run_dir) else f"the run in {run_dir} (not a committed run)"
+
+
 def show(fig: Any) -> None:
-    """Display a matplotlib figure once, as an embedded PNG whatever the backend, and free it."""
+    """Display a matplotlib figure once, as an embedded PNG whatever the backend, and free it.
+
+    Without matplotlib's ``Software`` stamp the PNG's bytes depend on the figure alone, so a
+    re-rendered book reproduces the committed one (:mod:`dlfp.render`).
+    """
     import io
 
     import matplotlib.pyplot as plt
     from IPython.display import Image, display
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
     display(Image(data=buf.getvalue(), format="png"))
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def config_with_overrides(config: str, overrides: Mapping[str, Any]) -> TrialConfig:
     """Load a YAML config, merge ``overrides`` into it (nested), validate the result."""
-    require(Path(config).is_file(), "config", config, "a YAML file")
+    require(isinstance(config, str) and Path(config).is_file(), "config", config, "a YAML file")
     require(isinstance(overrides, Mapping), "overrides", overrides, "a mapping")
-    with open(config, encoding="utf-8") as fh:
-        raw = yaml.safe_load(fh) or {}
-    return parse_config(_merge(raw, overrides))
+    return parse_config(merge(read_yaml(config), overrides))
 
 
 def generalization_plan(base_config: str, models: Sequence[str], tensor_parallel_sizes: Sequence[int],
-                        rate_scale: Mapping[str, float], out_root: str,
-                        overrides: Mapping[str, Any]) -> list[tuple[Path, TrialConfig]]:
-    """One validated paired-trial config per (model, TP size), each with its own run folder."""
-    require(bool(models) and all(isinstance(m, str) for m in models), "models", models, "a list of model names")
+                        out_root: str, overrides: Mapping[str, Any]) -> list[tuple[Path, TrialConfig]]:
+    """One validated paired-trial config per (model, TP size), each with its own run folder.
+
+    Each run's load and targets come from its own pre-flight (the config's ``design``), so one
+    base config serves every model shape.
+    """
+    require(isinstance(models, list | tuple) and bool(models) and all(isinstance(m, str) for m in models),
+            "models", models, "a list of model names")
+    require(isinstance(out_root, str), "out_root", out_root, "a folder path")
     for m in models:
         try:
             model_path(m)
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:  # OSError: a name too long for a path
             raise ValueError(f"notebook parameter 'models' has {m!r}: {exc}") from None
-    require(bool(tensor_parallel_sizes) and all(isinstance(t, int) and t >= 1 for t in tensor_parallel_sizes),
+    require(isinstance(tensor_parallel_sizes, list | tuple) and bool(tensor_parallel_sizes)
+            and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tensor_parallel_sizes),
             "tensor_parallel_sizes", tensor_parallel_sizes, "a list of integers >= 1")
-    require(all(isinstance(v, (int, float)) and v > 0 for v in rate_scale.values()),
-            "rate_scale", rate_scale, "positive numbers per model")
     base = config_with_overrides(base_config, overrides)
     plan = []
     for m in models:
         for tp in tensor_parallel_sizes:
-            name = f"{base.name}-{m}-tp{tp}"
-            rate = base.workload["rate_rps"] * rate_scale.get(m, 1.0)
-            raw = _merge(base.raw, {"name": name, "engine": {"model": m, "tensor_parallel_size": tp},
-                                    "workload": {"rate_rps": rate}})
+            raw = merge(base.raw, {"name": f"{base.name}-{m}-tp{tp}",
+                                   "engine": {"model": m, "tensor_parallel_size": tp}})
             plan.append((Path(out_root) / f"{m}-tp{tp}", parse_config(raw)))
     return plan
 
@@ -94,37 +95,36 @@ def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]] | None, out
     """One validated simulated paired-trial config per ``{profile, model, tp[, dlfp]}`` entry
     (``None``: the committed study, :data:`dlfp.sim.study.STUDY_RUNS`).
 
-    Each run's arrival rate, DLFP ITL objective and SLOs come from its own modeled decode
-    step (:mod:`dlfp.sim.study`); ``overrides`` (e.g. fewer trials) apply to every run.
+    Each run's arrival rate, DLFP ITL objective and SLOs come from its own pre-flight on the
+    modeled engine (the config's ``design``, :mod:`dlfp.design`); ``overrides`` (e.g. fewer
+    trials) apply to every run, a run's ``dlfp`` entry to its DLFP arm.
     """
-    from dlfp.sim.config import SimConfig
-    from dlfp.sim.costmodel import ModelShape, Profile, load_profile
-    from dlfp.sim.study import STUDY_RUNS, StudyRun, decode_step_s, scaled_settings
+    from dlfp.sim.costmodel import ModelShape, Profile, check_tp, load_profile
+    from dlfp.sim.study import STUDY_RUNS, StudyRun
 
     runs = STUDY_RUNS if runs is None else runs
-    require(bool(runs) and all(isinstance(r, Mapping) for r in runs), "runs", runs,
+    require(isinstance(runs, list | tuple) and bool(runs) and all(isinstance(r, Mapping) for r in runs), "runs", runs,
             "a list of {profile, model, tp} mappings")
     base = config_with_overrides(base_config, overrides)
     require(base.engine.sim is not None, "base_config", base_config, "a config with engine.sim set")
-    long_weight = sum(c["weight"] for c in base.workload["classes"] if c["name"] == "long")
-    total_weight = sum(c["weight"] for c in base.workload["classes"])
     plan = []
     for entry in runs:
-        unknown = sorted(set(entry) - {"profile", "model", "tp", "dlfp"})
-        require(not unknown, "runs", entry, "keys profile, model, tp and optionally dlfp (a variant's parameters)")
+        unknown = sorted(set(entry) - {"profile", "model", "tp", "dlfp"}, key=str)
+        require(not unknown and isinstance(entry.get("profile"), str) and isinstance(entry.get("model"), str)
+                and isinstance(entry.get("dlfp", {}), Mapping), "runs", entry,
+                "keys profile, model, tp and optionally dlfp (profile and model: names; dlfp: a variant's parameters)")
         run = StudyRun(**entry)
         try:
-            shape = ModelShape.from_dir(model_path(run.model))
+            parse_params(run.dlfp)
             profile = load_profile(run.profile)
-        except ValueError as exc:
+            check_tp(ModelShape.from_dir(model_path(run.model)), run.tp)
+        except (ValueError, OSError) as exc:  # OSError: a name too long for a path
             raise ValueError(f"notebook parameter 'runs' has {dict(entry)!r}: {exc}") from None
         require(isinstance(profile, Profile), "runs", entry, "roofline profiles (a fitted one models one machine)")
-        sim = {**base.engine.sim, "profile": run.profile, "tp": run.tp}
-        decode_s = decode_step_s(shape, profile, run.tp, SimConfig(**sim).dtype_bytes)
-        settings = scaled_settings(decode_s, long_weight / total_weight)
-        settings["dlfp"].update(run.dlfp)  # a controller variant's own parameters
-        raw = _merge(base.raw, {"name": f"{base.name}-{run.label}", "engine": {"model": run.model, "sim": sim},
-                                **settings})
+        raw = merge(base.raw, {"name": f"{base.name}-{run.label}",
+                               "engine": {"model": run.model, "sim": {**base.engine.sim, "profile": run.profile,
+                                                                      "tp": run.tp}},
+                               "dlfp": dict(run.dlfp)})
         plan.append((Path(out_root) / run.label, parse_config(raw)))
     return plan
 
@@ -142,23 +142,3 @@ def profile_table(names: Sequence[str]) -> Any:
             f"{section}.{key}": f"{entry['value']} ({entry['source']})"
             for section in ("compute", "memory", "interconnect", "host") for key, entry in raw[section].items()}
     return pd.DataFrame(columns)
-
-
-def modeled_design(plan: Sequence[tuple[Path, TrialConfig]]) -> Any:
-    """Per simulated run: the modeled decode step and the load and targets derived from it."""
-    import pandas as pd
-
-    from dlfp.sim.config import SimConfig
-    from dlfp.sim.costmodel import ModelShape, load_profile
-    from dlfp.sim.study import decode_step_s
-
-    rows = []
-    for run_dir, cfg in plan:
-        sim = SimConfig(**(cfg.engine.sim or {}))
-        step = decode_step_s(ModelShape.from_dir(model_path(cfg.engine.model)), load_profile(sim.profile),
-                             sim.tp, sim.dtype_bytes)
-        rows.append({"run": Path(run_dir).name, "profile": sim.profile, "model": cfg.engine.model, "TP": sim.tp,
-                     "modeled decode step (ms)": step * 1e3, "arrival rate (req/s)": cfg.workload["rate_rps"],
-                     "DLFP itl_slo_ms": cfg.dlfp.get("itl_slo_ms"),
-                     "TPOT SLO (ms)": cfg.raw["slo"]["tpot_ms"], "TTFT SLO (ms)": cfg.raw["slo"]["ttft_ms"]})
-    return pd.DataFrame(rows)

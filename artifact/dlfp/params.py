@@ -13,6 +13,9 @@ from typing import Any
 SIGNALS = ("schedule", "completion")
 """Feedback signals: ``schedule`` is the paper's scheduler-call interval; ``completion``
 is the model-execution completion cadence (the completion-timed controller)."""
+TARGETS = ("slo", "decode")
+"""Where T* comes from: ``slo`` (the paper's: a fraction of the ITL SLO) or ``decode`` (a multiple
+of the decode-only step the engine is measured to take right now)."""
 
 
 class DLFPConfigError(ValueError):
@@ -49,6 +52,12 @@ SPECS: tuple[ParamSpec, ...] = (
               "Grow the chunk only after a step whose prefill filled its cap (off: the paper's law)."),
     ParamSpec("signal", "schedule", "-", " or ".join(SIGNALS),
               "Interval fed to the law: scheduler-call interval (paper) or completion cadence."),
+    ParamSpec("target", "slo", "-", " or ".join(TARGETS),
+              "T* from the SLO (paper) or target_decode_steps x the measured decode-only step."),
+    ParamSpec("target_decode_steps", 4.0, "steps", "(1, 1000]",
+              "With target: decode, T* in decode-only steps (measured online, completion cadence)."),
+    ParamSpec("pressure_decodes", 1, "requests", "[1, 1048576]",
+              "Act only when at least this many requests are decoding (1: whenever prefill meets a decode)."),
     ParamSpec("step_log", None, "path", "null or a file path",
               "JSON-lines file for per-step records (appended; null: no records)."),
 )
@@ -69,6 +78,9 @@ class DLFPParams:
     chunk_init: int = 256
     anti_windup: bool = False
     signal: str = "schedule"
+    target: str = "slo"
+    target_decode_steps: float = 4.0
+    pressure_decodes: int = 1
     step_log: str | None = None
 
     def __post_init__(self) -> None:
@@ -110,6 +122,10 @@ def _validate(p: DLFPParams) -> None:
         raise _fail("anti_windup", p.anti_windup, _allowed("anti_windup"))
     if p.signal not in SIGNALS:
         raise _fail("signal", p.signal, _allowed("signal"))
+    if p.target not in TARGETS:
+        raise _fail("target", p.target, _allowed("target"))
+    _check_number(p, "target_decode_steps", float, 1, 1000, lo_open=True)
+    _check_number(p, "pressure_decodes", int, 1, _MAX_TOKENS, lo_open=False)
     if p.step_log is not None and not (isinstance(p.step_log, str) and p.step_log):
         raise _fail("step_log", p.step_log, _allowed("step_log"))
 
@@ -118,7 +134,7 @@ def parse_params(raw: Mapping[str, Any] | None) -> DLFPParams:
     """Build parameters from a user mapping; unknown keys are refused by name."""
     raw = dict(raw or {})
     known = {f.name for f in fields(DLFPParams)}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise DLFPConfigError(
             f"unknown dlfp parameter(s) {unknown}; known: {sorted(known)}"

@@ -23,6 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dlfp import metrics
+
 MANIFEST = "manifest.json"
 KIND = "dlfp-paired-trials"
 TABLES = ("requests", "tokens", "steps", "telemetry")
@@ -37,6 +39,12 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "telemetry": {"t_s": "float", "source": "string", "metric": "string", "value": "float"},
 }
 """Columns every reader relies on, with their kind; writers may add more columns."""
+
+
+OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
+                   "hardware": dict, "git": dict, "sim_profile": dict}
+"""Manifest fields readers use when present (null: absent), and their type."""
+DESIGN_FIELDS = {"overrides": dict, "rules": dict, "measured": dict, "predicted": dict, "problems": list}
 
 
 class RunFolderError(ValueError):
@@ -70,8 +78,16 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    """One table; callers write into a partial folder that is renamed into place when complete."""
-    df.to_parquet(path, compression="zstd", index=False)
+    """One table (zstd), replaced in one step like :func:`write_text_atomic`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, compression="zstd", index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -91,7 +107,42 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         if not isinstance(manifest.get(key), kind_):
             raise RunFolderError(f"{path}: field {key!r} is missing or not a {kind_.__name__}; the manifest "
                                  "was edited or truncated: restore it from version control")
+    _check_fields(path, manifest)
     return manifest
+
+
+def _check_fields(path: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a manifest whose optional fields, units or design record readers would misread."""
+    def bad(field: str, what: str) -> RunFolderError:
+        return RunFolderError(f"{path}: field {field!r} {what}; the manifest was edited or truncated: restore it "
+                              "from version control")
+
+    design = manifest.get("design") or {}
+    for where, fields, record in (("", OPTIONAL_FIELDS, manifest), ("design.", DESIGN_FIELDS, design)):
+        for key, kind_ in fields.items():
+            value = record.get(key) if isinstance(record, dict) else None
+            if (value is not None or (where and key in record)) and not isinstance(value, kind_):
+                raise bad(where + key, f"is {value!r}, not a {kind_.__name__}")
+    for i, u in enumerate(manifest["units"]):
+        trial, arm, files = (u.get("trial"), u.get("arm"), u.get("files", {})) if isinstance(u, dict) else (0, 0, 0)
+        if not (isinstance(trial, int) and not isinstance(trial, bool) and trial >= 0 and isinstance(arm, str)
+                and arm == Path(arm).name and arm not in ("", ".", "..") and isinstance(u.get("status"), str)
+                and isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
+            raise bad(f"units[{i}]", f"is {u!r}, not a {{trial, arm, status, files}} record")
+    got = [(u["trial"], u["arm"]) for u in manifest["units"]]
+    trials = manifest["config"].get("trials")
+    planned = set(got) if not isinstance(trials, int) else {(k, a) for k in range(trials) for _, a in got}
+    if len(set(got)) != len(got) or set(got) != planned:  # a unit lost or doubled would drop a trial silently
+        raise bad("units", f"lists {sorted(got)}, not each arm of each of the config's {trials!r} trials once")
+    if "rules" in design:
+        from dlfp.design import Rules
+
+        try:
+            Rules(**design["rules"])
+        except (TypeError, ValueError) as exc:
+            raise bad("design.rules", f"is invalid ({exc})") from None
+    if not all(isinstance(v, str) for v in (manifest.get("workloads") or {}).values()):
+        raise bad("workloads", "holds a checksum that is not a string")
 
 
 def complete_units(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -100,13 +151,17 @@ def complete_units(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def check_status(run_dir: Path, manifest: Mapping[str, Any], allow_partial: bool) -> None:
     """Refuse an unfinished run unless the caller asked for its finished arms explicitly."""
+    if manifest["status"] == "complete" and any(u["status"] != "complete" for u in manifest["units"]):
+        raise RunFolderError(f"{Path(run_dir) / MANIFEST}: field 'status' says complete, but some of its units do "
+                             "not; the manifest was edited: restore it from version control")
     if manifest["status"] == "complete" or allow_partial:
         return
     missing = manifest.get("missing") or [f"trial-{u.get('trial')}/{u.get('arm')}" for u in manifest["units"]
                                           if u.get("status") != "complete"]
+    argv = " ".join(map(str, manifest.get("argv") or []))
     raise RunFolderError(
-        f"{run_dir} is a {manifest['status']} run (missing: {', '.join(missing) or 'none'}); rerun the command "
-        f"that made it to finish it (manifest argv: {' '.join(manifest.get('argv') or []) or 'unknown'}), "
+        f"{run_dir} is a {manifest['status']} run (missing: {', '.join(map(str, missing)) or 'none'}); rerun the "
+        f"command that made it to finish it (manifest argv: {argv or 'unknown'}), "
         "or read its finished arms on purpose (allow_partial=True, `dlfp analyze --partial`): they are then "
         "labelled partial")
 
@@ -154,4 +209,41 @@ def read_table(path: Path, table: str, digest: str | None, verify: bool = True) 
         df = pq.read_table(path).to_pandas()
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise RunFolderError(f"{path}: cannot read it as Parquet ({exc}); restore it or rerun the trial") from None
-    return check_schema(df, table, path)
+    check_schema(df, table, path)
+    try:  # the checks the metrics make, here where the file can be named
+        if table == "requests":
+            metrics.check_requests(df)
+        elif table == "tokens":
+            metrics.itl_gaps(df)
+    except ValueError as exc:
+        raise RunFolderError(f"{path}: {exc}; restore it or rerun the trial") from None
+    return df
+
+
+def listed_files(run_dir: Path, manifest: Mapping[str, Any]) -> list[tuple[Path, str | None]]:
+    """Every file of the run folder its manifest vouches for, with its recorded sha256: finished
+    arms' tables, workloads and the pre-flight's step records."""
+    run_dir = Path(run_dir)
+    files = []
+    for u in complete_units(manifest):
+        for name, digest in (u.get("files") or {}).items():
+            _expected_name(run_dir, name, {f"{t}.parquet" for t in TABLES})
+            files.append((run_dir / f"trial-{u['trial']}" / u["arm"] / name, digest))
+    trials = {u["trial"] for u in manifest["units"]}
+    for name, digest in (manifest.get("workloads") or {}).items():
+        _expected_name(run_dir, name, {f"trial-{k}/workload.parquet" for k in trials})
+        files.append((run_dir / name, digest))
+    for name, digest in ((manifest.get("design") or {}).get("files") or {}).items():
+        _expected_name(run_dir, name, {PREFLIGHT_STEPS})
+        files.append((run_dir / name, digest))
+    return files
+
+
+PREFLIGHT_STEPS = "preflight/steps.parquet"
+
+
+def _expected_name(run_dir: Path, name: Any, allowed: set[str]) -> None:
+    """A file name in a manifest must be one a run writes: an edit cannot point a reader elsewhere."""
+    if name not in allowed:
+        raise RunFolderError(f"{Path(run_dir) / MANIFEST} lists a file {name!r} that no run writes (expected one of "
+                             f"{sorted(allowed)}); the manifest was edited: restore it")

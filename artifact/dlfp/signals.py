@@ -36,6 +36,9 @@ class StepRecord:
     guarded: bool
     target_s: float
     chunk: float
+    exec_done_t: float | None = None
+    """When the executor saw this step's model output become available (:mod:`dlfp.completion_stamps`);
+    None where the executor does not stamp (the modeled one) or the step ran no model."""
 
     @property
     def mixed(self) -> bool:
@@ -43,10 +46,21 @@ class StepRecord:
         return self.prefill_tokens > 0 and self.decode_reqs > 0
 
 
-class StepTracker:
-    """Keeps the last steps' timing and turns it into the configured signal."""
+DECODE_EWMA = 0.2
+"""Weight of the newest decode-only step in the running estimate of the decode step."""
 
-    __slots__ = ("_last_completed", "_last_scheduled", "_prev_completed", "_used", "signal")
+
+class StepTracker:
+    """Keeps the last steps' timing and turns it into the configured signal.
+
+    It also keeps a running estimate of the decode-only step (``decode_step_s``): the
+    completion cadence of decode-only steps that follow a decode-only step, exponentially
+    weighted. A controller whose target is a multiple of it (``target: decode``) needs no SLO
+    and scales itself with the model, the hardware and the batch, the one input a model-free
+    controller can measure for free.
+    """
+
+    __slots__ = ("_last_completed", "_last_scheduled", "_prev_completed", "_used", "decode_step_s", "signal")
 
     def __init__(self, signal: str) -> None:
         self.signal = signal
@@ -54,6 +68,7 @@ class StepTracker:
         self._last_completed: StepRecord | None = None
         self._prev_completed: StepRecord | None = None
         self._used: StepRecord | None = None
+        self.decode_step_s: float | None = None
 
     def observe(self, now: float, planning_mixed: bool) -> Observation | None:
         """The signal available at a scheduler call at time ``now``, or ``None``."""
@@ -78,5 +93,15 @@ class StepTracker:
     def completed(self, record: StepRecord, now: float) -> None:
         """Register the completion of a step (its model output was processed)."""
         record.complete_t = now
-        self._prev_completed = self._last_completed
+        prev = self._last_completed
+        if prev is not None and _decode_only(prev) and _decode_only(record):
+            cadence = now - prev.complete_t  # type: ignore[operator]
+            if cadence > 0:
+                self.decode_step_s = cadence if self.decode_step_s is None else (
+                    DECODE_EWMA * cadence + (1 - DECODE_EWMA) * self.decode_step_s)
+        self._prev_completed = prev
         self._last_completed = record
+
+
+def _decode_only(record: StepRecord) -> bool:
+    return record.prefill_tokens == 0 and record.decode_reqs > 0

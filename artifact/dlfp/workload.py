@@ -34,10 +34,15 @@ LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 MAX_LEN = 1 << 20
 """Largest token length a distribution may produce; guards against typos that eat memory."""
 
+MAX_REQUESTS = 1_000_000
+"""Most requests one workload may hold: a typo must not exhaust memory after the pre-flight."""
+
 MIN_TOKEN_ID = 10
 """Prompt token ids are drawn from [MIN_TOKEN_ID, vocab_size - 1): low ids are usually special
 tokens (BOS, EOS, padding) and the last id is sometimes reserved, so both ends are avoided."""
 
+_MIN_RATE = 1e-6
+"""Lowest arrival rate (req/s; one request in ~12 days); also keeps every arrival instant finite."""
 _MIN_VOCAB = 16  # leaves a few ids between MIN_TOKEN_ID and the reserved last id
 _MAX_VOCAB = (1 << 31) - 1  # token ids are stored as int32
 _GAPS, _CLASSES, _TOKENS, _FIRST_CLASS_STREAM = 0, 1, 2, 3
@@ -114,7 +119,9 @@ class LengthDist:
             raise _bad("kind", self.kind, " or ".join(LENGTH_KINDS))
         lo_name, hi_name = _BOUND_NAMES[self.kind]
         _check_int(lo_name, self.lo, 1, MAX_LEN)
-        _check_int(hi_name, self.hi, self.lo, MAX_LEN)
+        _check_int(hi_name, self.hi, 1, MAX_LEN)
+        if self.hi < self.lo:
+            raise _bad(f"{lo_name}, {hi_name}", (self.lo, self.hi), f"{lo_name} <= {hi_name}")
         if self.kind == "fixed" and self.hi != self.lo:
             raise _bad("hi", self.hi, f"equal to lo={self.lo} for a fixed length")
         if self.kind == "lognormal":
@@ -144,7 +151,7 @@ class LengthDist:
         if kind == "fixed":
             return cls("fixed", arg, arg)
         if kind == "uniform":
-            if not (isinstance(arg, Sequence) and not isinstance(arg, str) and len(arg) == 2):
+            if not (isinstance(arg, Sequence) and not isinstance(arg, (str, bytes)) and len(arg) == 2):
                 raise _bad("uniform", arg, "[lo, hi], inclusive integers")
             return cls("uniform", arg[0], arg[1])
         _check_keys("lognormal", arg, ("median", "sigma", "min", "max"))
@@ -201,8 +208,10 @@ class WorkloadSpec:
     max_model_len: int | None = None
 
     def __post_init__(self) -> None:
-        _check_int("n_requests", self.n_requests, 1)
+        _check_int("n_requests", self.n_requests, 1, MAX_REQUESTS)
         _check_positive("rate_rps", self.rate_rps)
+        if self.rate_rps < _MIN_RATE:
+            raise _bad("rate_rps", self.rate_rps, f"finite number >= {_MIN_RATE:g}")
         _check_int("seed", self.seed, 0)
         _check_int("vocab_size", self.vocab_size, _MIN_VOCAB, _MAX_VOCAB)
         if self.max_model_len is not None:
@@ -213,6 +222,8 @@ class WorkloadSpec:
         names = [c.name for c in self.classes]
         if len(set(names)) != len(names):
             raise _bad("classes", names, "unique class names")
+        if not math.isfinite(sum(c.weight for c in self.classes)):  # the class shares would all be 0
+            raise _bad("classes", [c.weight for c in self.classes], "weights with a finite sum")
 
     @classmethod
     def from_dict(cls, raw: Any) -> WorkloadSpec:

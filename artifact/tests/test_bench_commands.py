@@ -63,3 +63,13 @@ def test_fidelity_comparison_of_the_committed_runs() -> None:
     text = format_fidelity({**report, "calibration_run": "x", "validation_config": "y",
                             "fit": {"n_train": 1, "heldout_rel_err_p50": 0.1}})
     assert "within 10%" in text
+
+
+@pytest.mark.slow
+def test_load_benchmark_runs(capsys) -> None:
+    """A few requests through ``dlfp bench load`` (one modeled engine start, ~20 s on 2 idle cores)."""
+    pytest.importorskip("vllm")
+    assert main(["bench", "load", "--requests", "20", "--rate", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "20 recorded of 20, 20 ok" in out and "(exact)" in out and "BEYOND LOOPBACK" not in out
+    assert "send lateness: p50" in out and "engine core (EngineCore)" in out

@@ -151,4 +151,13 @@ def test_readme_lists_every_parameter_in_order() -> None:
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert re.findall(r"^\| `(\w+)` \|", readme, flags=re.M) == [s.name for s in SPECS]
+    section = readme.split("### Parameters", 1)[1].split("\n#", 1)[0]
+    assert re.findall(r"^\| `(\w+)` \|", section, flags=re.M) == [s.name for s in SPECS]
+
+
+def test_an_explicit_target_replaces_the_slo_target() -> None:
+    p = DLFPParams(itl_slo_ms=100.0, target_fraction=0.5, gain=0.5)  # T* = 50 ms
+    assert next_chunk(1000.0, 0.020, p, target_s=0.010) == pytest.approx(500.0)  # 1000 * (1 + 0.5 * (10-20)/10)
+    c = DLFPController(p)
+    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.020, True), target_s=0.040)
+    assert c.chunk == pytest.approx(256 * (1 + 0.5 * 0.5))

@@ -119,6 +119,11 @@ def test_summarize() -> None:
     assert s["output_tokens"] == 8
     assert s["duration_s"] == 1.25  # first arrival 0.0 to last finish 1.25 (r3 never finished)
     assert s["output_throughput_tps"] == 6.4
+    # Gaps 0.1875, 0.1875, 0.25, 0.5: one above the 0.3 s SLO, two above a 0.2 s target.
+    s = summarize(REQUESTS, TOKENS, ttft_slo_s=0.5, tpot_slo_s=0.25, stall_s=0.3, long_gap_s=0.2)
+    assert (s["stalls"], s["stall_share"], s["worst_gap_ms"], s["long_gap_share"]) == (1, 0.25, 500.0, 0.5)
+    # Per-request mean gaps: r1 (0.25 + 0.5) / 2, r4 0.1875; r2 has none.
+    assert s["itl_req_p99_ms"] == pytest.approx(1000 * (0.1875 + 0.99 * (0.375 - 0.1875)))
 
 
 def test_output_agreement() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dlfp.signals import StepRecord, StepTracker
 from dlfp.steplog import StepLog, read_step_log
 
@@ -65,3 +67,16 @@ def test_step_log_round_trip(tmp_path) -> None:
     runs = list(read_step_log(path))
     assert [h["run"] for h, _ in runs] == [0, 1]
     assert [[r["complete_t"] for r in rows] for _, rows in runs] == [[1.5, None], [1.5, None]]
+
+
+def test_decode_step_estimate_uses_decode_only_cadence_only() -> None:
+    tr = StepTracker("completion")
+    t = 0.0
+    for prefill, gap in [(0, 0.010), (0, 0.010), (500, 0.050), (0, 0.020), (0, 0.010), (0, 0.010)]:
+        t += gap
+        tr.completed(rec(int(t * 1000), 0.0, prefill, 4), t)
+    # Only a decode-only step after a decode-only step counts: the mixed step and the one right
+    # after it (whose cadence ends the mixed step) are skipped, so the estimate stays at 10 ms.
+    assert tr.decode_step_s == pytest.approx(0.010)
+    tr.completed(rec(999, 0.0, 0, 4), t + 0.020)
+    assert tr.decode_step_s == pytest.approx(0.2 * 0.020 + 0.8 * 0.010)

@@ -15,7 +15,9 @@ import pytest
 
 from dlfp import runfolder, trial
 from dlfp.arm import ArmResult
+from dlfp.design import Measured
 from dlfp.driver import TrialTrace
+from dlfp.preflight import PreflightResult
 from dlfp.trialconfig import parse_config
 
 CONFIG = {"name": "unit", "trials": 2, "workload": {"n_requests": 3, "rate_rps": 50.0}}
@@ -44,11 +46,25 @@ class FakeArms:
         return ArmResult(TrialTrace(reqs, toks, 0.0, [0.0] * len(requests)), steps, tele)
 
 
+CPU_LIKE = Measured(decode_s=0.010, prefill_fixed_s=0.005, prefill_per_token_s=1e-4, decoders=4, source="fake")
+"""A pre-flight result like the 2-core CPU engine's, so the scaled design derives without refusal."""
+
+
+def fake_preflight(measured: Measured = CPU_LIKE):
+    def run(spec, facts, decoders, vocab, source) -> PreflightResult:
+        assert not spec.dlfp["enabled"]  # the pre-flight measures the stock engine
+        steps = pd.DataFrame({"step": [0, 1], "schedule_t": [0.0, 0.01], "complete_t": [0.01, 0.02],
+                              "prefill_tokens": [0, 0], "decode_reqs": [4, 4]})
+        return PreflightResult(measured, steps)
+    return run
+
+
 @pytest.fixture
 def fake(monkeypatch):
-    def install(**kw) -> FakeArms:
+    def install(measured: Measured = CPU_LIKE, **kw) -> FakeArms:
         arms = FakeArms(**kw)
         monkeypatch.setattr("dlfp.arm.run_arm", arms)
+        monkeypatch.setattr("dlfp.preflight.run_preflight", fake_preflight(measured))
         return arms
     return install
 
@@ -198,3 +214,169 @@ def test_atomic_write_that_fails_keeps_the_old_file_and_leaves_no_temp(tmp_path)
         runfolder.write_text_atomic(path, b"not text")  # type: ignore[arg-type]  # fails mid-write
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def _unit_config(tmp_path: Path) -> Path:
+    import yaml
+
+    path = tmp_path / "unit.yaml"
+    path.write_text(yaml.safe_dump(CONFIG))
+    return path
+
+
+def test_sigterm_is_an_interruption_with_its_own_exit_code(tmp_path, fake, monkeypatch, capsys) -> None:
+    """SLURM's time limit and scancel send SIGTERM: handled as Ctrl-C is, exit code 143."""
+    import os
+    import signal
+    import time
+
+    from dlfp.cli import main
+
+    arms = fake()
+    real = arms.__call__
+
+    def sigterm_in_second_unit(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+        if len(arms.calls) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises long before
+            raise AssertionError("SIGTERM was not handled")
+        return real(spec, requests, step_log, progress, telemetry_interval_s)
+
+    monkeypatch.setattr("dlfp.arm.run_arm", sigterm_in_second_unit)
+    config, out = _unit_config(tmp_path), tmp_path / "run"
+    assert main(["trial", str(config), "--out", str(out), "--quiet"]) == 143
+    assert "interrupted (SIGTERM)" in capsys.readouterr().err
+    m = manifest(out)
+    assert m["status"] == "interrupted" and m["interrupted_by"] == "SIGTERM" and m["error"] is None
+    assert m["missing"] == ["trial-0/dlfp", "trial-1/dlfp", "trial-1/stock"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
+    arms = fake()
+    assert main(["trial", str(config), "--out", str(out), "--quiet"]) == 0
+    assert arms.calls == [True, True, False] and manifest(out)["status"] == "complete"
+
+
+def test_dead_engine_core_fails_the_run_with_exit_code_1(tmp_path, fake, capsys) -> None:
+    from dlfp.cli import main
+    from dlfp.lifeline import EngineCoreDied
+
+    fake(fail_at=2, fail=EngineCoreDied("the engine core process died during the arm"))
+    config, out = _unit_config(tmp_path), tmp_path / "run"
+    assert main(["trial", str(config), "--out", str(out), "--quiet"]) == 1
+    assert "rerun the same command to resume" in capsys.readouterr().err
+    m = manifest(out)
+    assert m["status"] == "failed" and m["error"].startswith("EngineCoreDied: ") and m["interrupted_by"] is None
+    assert len(m["missing"]) == 3
+
+
+def test_an_ignored_signal_stays_ignored() -> None:
+    """``nohup``-style or background jobs ignore SIGINT: the runner must not un-ignore it."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with trial._watch_interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert callable(signal.getsignal(signal.SIGTERM))
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_swallowed_signal_is_delivered_again(tmp_path, fake, monkeypatch) -> None:
+    """vLLM 0.32 swallows a KeyboardInterrupt raised while its client waits for a starting engine
+    (``zmq_socket_ctx``); the runner delivers the signal again until it stops the run."""
+    import os
+    import signal
+    import time
+
+    arms = fake()
+    real = arms.__call__
+    swallowed: list[float] = []
+
+    def engine_start_that_swallows(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+        if len(arms.calls) == 1:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+            except KeyboardInterrupt:
+                swallowed.append(time.monotonic())  # as vLLM does: logged, then carry on
+            time.sleep(5)  # the rest of the start-up and the arm
+            raise AssertionError("the swallowed SIGTERM was not delivered again")
+        return real(spec, requests, step_log, progress, telemetry_interval_s)
+
+    monkeypatch.setattr("dlfp.arm.run_arm", engine_start_that_swallows)
+    with pytest.raises(trial.Interrupted) as stopped:
+        trial.run_trials(parse_config(CONFIG), tmp_path / "run", progress=False)
+    assert stopped.value.exit_code == 143 and len(swallowed) == 1
+    assert time.monotonic() - swallowed[0] < trial.REDELIVER_S + 1
+    m = manifest(tmp_path / "run")
+    assert m["status"] == "interrupted" and m["interrupted_by"] == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_the_repeat_delivery_does_not_cut_an_engine_shutdown_short(tmp_path, fake, monkeypatch) -> None:
+    import asyncio
+    import os
+    import signal
+    import threading
+    import time
+
+    arms = fake()
+    shutdown: list[str] = []
+
+    async def replay() -> None:
+        try:
+            await asyncio.sleep(30)
+        except BaseException:  # asyncio unwinds the arm's task with CancelledError
+            time.sleep(2.5 * trial.REDELIVER_S)  # engine.shutdown(), with repeats arriving meanwhile
+            shutdown.append("done")
+            raise
+
+    def arm_stopped_mid_replay(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+        arms.calls.append(spec.dlfp["enabled"])
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        asyncio.run(replay())
+
+    monkeypatch.setattr("dlfp.arm.run_arm", arm_stopped_mid_replay)
+    with pytest.raises(trial.Interrupted):
+        trial.run_trials(parse_config(CONFIG), tmp_path / "run", progress=False)
+    assert shutdown == ["done"] and manifest(tmp_path / "run")["interrupted_by"] == "SIGTERM"
+
+
+def test_an_interrupt_cancels_the_coroutine_running_on_the_worker_thread() -> None:
+    """In a Jupyter kernel an arm runs on a worker thread; Ctrl-C must stop it, not leave it running."""
+    import asyncio
+    import signal
+    import threading
+
+    from dlfp.arm import run_coroutine
+
+    cancelled = threading.Event()
+
+    async def arm() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def kernel() -> None:  # a running loop, as in a notebook
+        main = threading.main_thread().ident
+        threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT)).start()  # Ctrl-C
+        with pytest.raises(KeyboardInterrupt):
+            run_coroutine(arm())
+
+    loop = asyncio.new_event_loop()  # not asyncio.run, whose own SIGINT handler would swallow the Ctrl-C
+    try:
+        loop.run_until_complete(kernel())
+    finally:
+        loop.close()
+    assert cancelled.is_set()
+
+
+def test_a_second_writer_into_the_same_folder_is_refused(tmp_path, fake) -> None:
+    fake()
+    out = tmp_path / "run"
+    with trial._exclusive(out), pytest.raises(runfolder.RunFolderError, match="another dlfp process"):
+        trial.run_trials(parse_config(CONFIG), out, progress=False)  # while another job holds the folder
+    assert trial.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"

@@ -130,3 +130,31 @@ def test_anti_windup_holds_the_chunk_through_short_prompts(anti_windup: bool) ->
     outputs = run_to_completion(s, arrivals, async_depth=1)
     first_chunk = next(n for n in per_step(outputs, "long") if n)
     assert first_chunk == (256 if anti_windup else 2000)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_pressure_threshold_caps_only_when_enough_requests_decode(async_scheduling: bool) -> None:
+    """The P-PAS-style two-level switch: with ``pressure_decodes`` 4, two decoding requests do not
+    trigger the cap (the long prompt goes in whole), eight do."""
+    depth = 2 if async_scheduling else 1
+    few = {0: [make_request(f"d{i}", 32, 60) for i in range(2)], 5: [make_request("long", 2000, 2)]}
+    many = {0: workload()[0], 5: [make_request("long", 2000, 2)]}
+    params = {**DLFP, "pressure_decodes": 4}
+    low = run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp=params),
+                            few, async_depth=depth)
+    high = run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp=params),
+                             many, async_depth=depth)
+    assert max(per_step(low, "long")) == 2000
+    assert max(per_step(high, "long")) <= CAP
+
+
+def test_target_from_the_decode_step_is_measured_online() -> None:
+    """``target: decode``: once decode-only steps have completed, T* is a multiple of their cadence
+    (recorded per step), not the SLO's."""
+    s = make_scheduler(DLFPScheduler, async_scheduling=False,
+                       dlfp={"target": "decode", "target_decode_steps": 3.0, "itl_slo_ms": 100.0})
+    run_to_completion(s, workload(), async_depth=1)
+    measured = s._tracker.decode_step_s
+    assert measured is not None and measured > 0
+    assert s._target_s() == pytest.approx(3.0 * measured)
+    assert s._target_s() != s.dlfp_params.target_interval_s

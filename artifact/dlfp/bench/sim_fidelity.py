@@ -118,12 +118,13 @@ def compare_runs(real_dir: Path, modeled_dir: Path, profile_path: Path) -> dict[
     return report
 
 
-def fidelity(calibration_run: Path, config_path: Path, out: Path) -> dict[str, Any]:
+def fidelity(calibration_run: Path, config_path: Path, out: Path, allow_dirty: bool = False) -> dict[str, Any]:
     """Calibrate, run the validation workload real and modeled, compare (module docstring)."""
     from dlfp.notebook import config_with_overrides
-    from dlfp.runfolder import write_json_atomic, write_text_atomic
+    from dlfp.runfolder import read_manifest, write_json_atomic, write_text_atomic
     from dlfp.sim.calibrate import calibrate_run
     from dlfp.trial import run_trials
+    from dlfp.trialconfig import merge, parse_config, run_config
 
     real_cfg = config_with_overrides(str(config_path), {})
     if real_cfg.engine.sim is not None:
@@ -134,10 +135,14 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path) -> dict[str, A
     write_text_atomic(profile_path, profile.to_yaml())
     dtype_bytes = 4 if real_cfg.engine.dtype == "float32" else 2
     sim = {"profile": str(profile_path), "async_scheduling": False, "dtype_bytes": dtype_bytes}
-    modeled_cfg = config_with_overrides(str(config_path), {"name": f"{real_cfg.name}-modeled", "engine": {"sim": sim}})
-    for label, cfg in (("real", real_cfg), ("modeled", modeled_cfg)):
-        print(f"[bench sim] {label} run of {config_path} ...", file=sys.stderr, flush=True)
-        run_trials(cfg, out / label, progress=True)
+    print(f"[bench sim] real run of {config_path} ...", file=sys.stderr, flush=True)
+    run_trials(real_cfg, out / "real", progress=True, allow_dirty=allow_dirty)
+    # The modeled run replays exactly what the real one ran: its design, fixed.
+    ran = run_config(read_manifest(out / "real")).raw
+    modeled_cfg = parse_config(merge(ran, {"name": f"{real_cfg.name}-modeled", "engine": {"sim": sim},
+                                           "design": {"kind": "fixed", "enforce": False}}))
+    print(f"[bench sim] modeled run of {config_path} ...", file=sys.stderr, flush=True)
+    run_trials(modeled_cfg, out / "modeled", progress=True, allow_dirty=allow_dirty)
     report = {"calibration_run": str(calibration_run), "validation_config": str(config_path),
               "fit": profile.fit.to_dict(), **compare_runs(out / "real", out / "modeled", profile_path)}
     write_json_atomic(out / "report.json", report)
@@ -184,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     fi.add_argument("--calibrate", type=Path, default=Path("data/runs/cpu-default"), help="measured run to fit")
     fi.add_argument("--config", type=Path, default=Path("configs/cpu-fidelity.yaml"), help="validation workload")
     fi.add_argument("--out", type=Path, default=Path("data/runs/local/sim-fidelity"))
+    fi.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
     args = ap.parse_args(argv)
     if args.what == "overhead":
         if args.steps < 100 or args.running < 1:
@@ -194,5 +200,5 @@ def main(argv: list[str] | None = None) -> int:
               f"p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, mean {r['mean_ms']:.3f} ms, "
               f"max {r['max_ms']:.3f} ms (target <= {OVERHEAD_TARGET_MS} ms)")
         return 0
-    print(format_fidelity(fidelity(args.calibrate, args.config, args.out)))
+    print(format_fidelity(fidelity(args.calibrate, args.config, args.out, args.allow_dirty)))
     return 0

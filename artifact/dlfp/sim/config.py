@@ -51,11 +51,12 @@ def _fail(key: str, value: Any, allowed: str) -> SimConfigError:
 def parse_sim_config(additional_config: Any) -> SimConfig:
     """Settings from vLLM's ``additional_config`` (a dict, or None); unknown keys are refused."""
     extra = additional_config if isinstance(additional_config, Mapping) else {}
-    raw = extra.get(CONFIG_KEY) or {}
+    raw = extra.get(CONFIG_KEY)
+    raw = {} if raw is None else raw
     if not isinstance(raw, Mapping):
         raise SimConfigError(f"{CONFIG_KEY} must be a mapping, got {raw!r}")
     known = {f.name for f in fields(SimConfig)}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise SimConfigError(f"unknown {CONFIG_KEY} setting(s) {unknown}; known: {sorted(known)}")
     return SimConfig(**raw)

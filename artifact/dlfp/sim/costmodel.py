@@ -154,7 +154,7 @@ def parse_profile(raw: Any, origin: str = "profile") -> Profile:
     """Validate a profile mapping; errors name the offending key (``section.key``)."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"{origin}: expected a mapping at top level")
-    unknown = sorted(set(raw) - _TOP_LEVEL)
+    unknown = sorted(set(raw) - _TOP_LEVEL, key=str)
     if unknown:
         raise ValueError(f"{origin}: unknown key(s) {unknown}; known: {sorted(_TOP_LEVEL)}")
     for key in ("name", "device"):
@@ -168,7 +168,7 @@ def parse_profile(raw: Any, origin: str = "profile") -> Profile:
         body = raw.get(section)
         if not isinstance(body, Mapping):
             raise ValueError(f"{origin}: missing section {section!r}")
-        unknown = sorted(set(body) - set(keys))
+        unknown = sorted(set(body) - set(keys), key=str)
         if unknown:
             raise ValueError(f"{origin}: unknown key(s) {[f'{section}.{k}' for k in unknown]}")
         for key, (field, at_most_one) in keys.items():

@@ -48,6 +48,7 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
+from dlfp.completion_stamps import stamp
 from dlfp.sim.calibrate import FittedProfile
 from dlfp.sim.clock import sleep_until
 from dlfp.sim.config import parse_sim_config
@@ -104,9 +105,11 @@ def _done(value: Any) -> Future[Any]:
     return future
 
 
-def _finish_on_stream(step: ModeledStep, output: ModelRunnerOutput) -> ModelRunnerOutput:
+def _finish_on_stream(step: ModeledStep, output: ModelRunnerOutput, scheduler_output: SchedulerOutput
+                      ) -> ModelRunnerOutput:
     sleep_until(step.end_t)
     step.done_t = time.monotonic()
+    stamp(scheduler_output, step.done_t)  # the step's completion, as the real executors stamp it
     return output
 
 
@@ -197,7 +200,7 @@ class ModeledExecutor(Executor):
         step = ModeledStep(host_s=cost.host_s, entry_t=entry, submit_t=submit, start_t=start, end_t=start + cost.gpu_s,
                            tokens=scheduler_output.total_num_scheduled_tokens, requests=len(batch))
         self.timeline.append(step)
-        self._pending.append(self._stream.submit(_finish_on_stream, step, output))
+        self._pending.append(self._stream.submit(_finish_on_stream, step, output, scheduler_output))
         return _done(None) if non_block else None
 
     def _cost(self, batch: list[tuple[int, int]], prefill_tokens: int, decode_reqs: int) -> StepTime:

@@ -25,7 +25,8 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from dlfp import __version__
+from dlfp import __version__, lifeline
+from dlfp.completion_stamps import exec_done_t
 from dlfp.controller import DLFPController
 from dlfp.params import DLFPConfigError, DLFPParams, parse_params
 from dlfp.signals import StepRecord, StepTracker
@@ -86,6 +87,7 @@ class _DLFPMixin:
         return object.__new__(cls)
 
     def __init__(self, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+        lifeline.exit_with_parent()  # in the engine-core process: end with the driver that started it
         params = params_from_vllm_config(vllm_config)  # fail before vLLM allocates anything
         super().__init__(vllm_config, *args, **kwargs)
         if self.connector is not None:
@@ -126,8 +128,10 @@ class _DLFPMixin:
         prefill_waiting = bool(prefilling) or len(self.waiting) > 0
         mixed = prefill_waiting and n_decodes > 0
         obs = self._tracker.observe(now, mixed)
+        target_s = self._target_s()
         decision = self.dlfp_controller.decide(
-            decodes_running=n_decodes > 0, prefill_waiting=prefill_waiting, obs=obs
+            decodes_running=n_decodes >= self.dlfp_params.pressure_decodes, prefill_waiting=prefill_waiting,
+            obs=obs, target_s=target_s,
         )
         if decision.cap is None:
             out = super().schedule(throttle_prefills)
@@ -150,17 +154,26 @@ class _DLFPMixin:
             decode_reqs=len(out.num_scheduled_tokens) - prefill_reqs,
             total_tokens=out.total_num_scheduled_tokens, cap=decision.cap,
             signal_s=None if obs is None else obs.interval_s, guarded=decision.updated,
-            target_s=self.dlfp_params.target_interval_s, chunk=self.dlfp_controller.chunk,
+            target_s=target_s, chunk=self.dlfp_controller.chunk,
         )
         self._step += 1
         self._tracker.scheduled(record)
         self._inflight[id(out)] = record
         return out
 
+    def _target_s(self) -> float:
+        """T*: the parameters' (a fraction of the ITL SLO), or with ``target: decode`` a multiple
+        of the decode-only step measured so far (the SLO-derived T* until one is measured)."""
+        p, measured = self.dlfp_params, self._tracker.decode_step_s
+        if p.target == "decode" and measured is not None:
+            return p.target_decode_steps * measured
+        return p.target_interval_s
+
     def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output: Any) -> Any:
         record = self._inflight.pop(id(scheduler_output), None)
         if record is not None:
             self._tracker.completed(record, time.monotonic())
+            record.exec_done_t = exec_done_t(scheduler_output)
             if self._log is not None:
                 self._log.add(record)
         return super().update_from_output(scheduler_output, model_runner_output)

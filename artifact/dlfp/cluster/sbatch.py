@@ -1,0 +1,164 @@
+"""Plain ``sbatch`` scripts for a :class:`~dlfp.cluster.plan.Plan`, submitted as an ``afterok`` chain.
+
+Each job is a small bash script with ``#SBATCH`` lines (name, log, time limit, GPUs, partition,
+account ...) that activates the environment and runs ``exec python -m dlfp.cli pipeline ...``: the
+pipeline is the job's main process, and SLURM ends the job's remaining processes as soon as that
+exits. At the time limit or on ``scancel`` SLURM sends SIGTERM to all of them; the pipeline waits
+for the notebook kernel to stop its trial and mark the manifest before it exits (:mod:`dlfp.pipeline`). No
+``--signal`` or ``--requeue``: the trial runner already keeps every finished arm on SIGTERM and
+marks the manifest interrupted, and a resubmission re-plans from the run folders, so requeueing
+the same script would add nothing but a second way to rerun. Dependencies use
+``--kill-on-invalid-dep=yes``, so a failed job cancels its dependents instead of leaving them
+pending forever. The scripts are kept under the runs folder (``jobs/<name>.sbatch``) and can be
+read or resubmitted by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dlfp.cluster.estimate import slurm_time
+from dlfp.cluster.plan import Job, Plan
+from dlfp.runfolder import write_json_atomic, write_text_atomic
+
+SUBMISSION = "submission.json"
+GPU_REQUESTS = ("gres", "gpus")
+ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+
+
+@dataclass(frozen=True)
+class Slurm:
+    """Site settings: where jobs run and in which environment (parameter file ``cluster:`` or options)."""
+
+    partition: str | None = None
+    account: str | None = None
+    gpu_request: str = "gres"
+    """``gres``: ``--gres=gpu[:type]:N`` (every SLURM); ``gpus``: ``--gpus=[type:]N`` (cons_tres)."""
+    gpu_type: str | None = None
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    time: str | None = None
+    """Overrides every job's derived time limit (``HH:MM:SS``)."""
+    exclusive: bool = False
+    python: str | None = None
+    """The jobs' interpreter; default: the one submitting (its environment is the jobs')."""
+    conda_env: str | None = None
+    """A conda environment (name or prefix) to activate instead, e.g. ``dlfp`` from environment.yml."""
+    setup: tuple[str, ...] = ()
+    """Shell lines before the job's command, e.g. ``module load cuda``."""
+    sbatch_args: tuple[str, ...] = ()
+    allow_dirty: bool = False
+    """Let jobs start runs from a working tree whose code differs from its commit (recorded)."""
+
+    def __post_init__(self) -> None:
+        if self.gpu_request not in GPU_REQUESTS:
+            raise ValueError(f"cluster setting 'gpu_request' = {self.gpu_request!r} is invalid: allowed {GPU_REQUESTS}")
+        if self.python and self.conda_env:
+            raise ValueError("cluster settings 'python' and 'conda_env' exclude each other: name one environment")
+        if self.cpus_per_task is not None and (isinstance(self.cpus_per_task, bool) or self.cpus_per_task < 1):
+            raise ValueError(f"cluster setting 'cpus_per_task' = {self.cpus_per_task!r} is invalid: allowed >= 1")
+
+
+def gpu_option(n: int, slurm: Slurm) -> str | None:
+    if n <= 0:
+        return None
+    if slurm.gpu_request == "gpus":
+        return f"--gpus={slurm.gpu_type + ':' if slurm.gpu_type else ''}{n}"
+    return f"--gres=gpu:{slurm.gpu_type + ':' if slurm.gpu_type else ''}{n}"
+
+
+def directives(job: Job, slurm: Slurm, root: Path) -> list[str]:
+    """The job's ``sbatch`` options, one per ``#SBATCH`` line."""
+    opts = [f"--job-name=dlfp-{job.name}", f"--output={job.log}", f"--chdir={root}", "--nodes=1", "--ntasks=1",
+            f"--time={slurm.time or slurm_time(job.limit_s)}"]
+    opts += [o for o in (gpu_option(job.gpus, slurm),) if o]
+    opts += [f"--partition={slurm.partition}"] if slurm.partition else []
+    opts += [f"--account={slurm.account}"] if slurm.account else []
+    opts += [f"--cpus-per-task={slurm.cpus_per_task}"] if slurm.cpus_per_task else []
+    opts += [f"--mem={slurm.mem}"] if slurm.mem else []
+    opts += ["--exclusive"] if slurm.exclusive else []
+    return opts + list(slurm.sbatch_args)
+
+
+def command(job: Job, slurm: Slurm) -> list[str]:
+    python = "python" if slurm.conda_env else (slurm.python or sys.executable)
+    return [python, "-m", "dlfp.cli", "pipeline", *job.pipeline_args]
+
+
+def script(job: Job, slurm: Slurm, root: Path) -> str:
+    lines = ["#!/bin/bash", *(f"#SBATCH {o}" for o in directives(job, slurm, root)),
+             f"# dlfp cluster job {job.name}: notebooks {', '.join(job.notebooks)}; {job.gpus} GPU(s)",
+             *(f"# estimate: {b}" for b in job.basis),
+             "set -euo pipefail"]
+    if slurm.conda_env:
+        lines += ['eval "$(conda shell.bash hook)"', f"conda activate {shlex.quote(slurm.conda_env)}"]
+    lines += list(slurm.setup)
+    if slurm.allow_dirty:
+        lines.append("export DLFP_ALLOW_DIRTY=1")
+    lines += ['echo "[dlfp-cluster] job ${SLURM_JOB_ID:-?} ' + job.name + ' on $(hostname) at $(date -Is)"',
+              "exec " + shlex.join(command(job, slurm))]
+    return "\n".join(lines) + "\n"
+
+
+def _run(args: Sequence[str]) -> str:
+    done = subprocess.run(list(args), capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"{shlex.join(args)} failed (exit {done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+def queued(runs: Path) -> dict[str, str]:
+    """Jobs of the last submission into ``runs`` still in the queue: name -> 'id STATE'."""
+    path = runs / "jobs" / SUBMISSION
+    if not path.is_file():
+        return {}
+    last = json.loads(path.read_text(encoding="utf-8"))
+    ids = {str(j["id"]): j["name"] for j in last.get("jobs", [])}
+    if not ids:
+        return {}
+    out = _run(["squeue", "-h", "--me", "-o", "%i %T"])  # -j would fail once the old ids are purged
+    states = dict(line.split() for line in out.splitlines() if line.strip())
+    return {ids[i]: f"{i} {s}" for i, s in states.items() if i in ids and s in ACTIVE_STATES}
+
+
+def submit(plan: Plan, slurm: Slurm, root: Path) -> dict[str, str]:
+    """Write every job's script and submit the chain; returns job name -> SLURM job id.
+
+    A job waits (``afterok``) for the jobs it names. If one ``sbatch`` fails, the jobs already
+    submitted are cancelled, so no half chain runs; the scripts stay for inspection.
+    """
+    busy = queued(plan.runs_root)
+    if busy:
+        raise RuntimeError(f"jobs of the previous submission into {plan.runs_root} are still queued or running "
+                           f"({', '.join(f'{n}: {s}' for n, s in busy.items())}); wait for them or scancel them, "
+                           "then resubmit")
+    jobs_dir = plan.runs_root / "jobs"
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    ids: dict[str, str] = {}
+    try:
+        for job in plan.jobs:
+            job.log.parent.mkdir(parents=True, exist_ok=True)
+            path = jobs_dir / f"{job.name}.sbatch"
+            write_text_atomic(path, script(job, slurm, root))
+            deps = [ids[name] for name in job.after]
+            args = ["sbatch", "--parsable", "--kill-on-invalid-dep=yes",
+                    *([f"--dependency=afterok:{':'.join(deps)}"] if deps else []), str(path)]
+            ids[job.name] = _run(args).strip().split(";")[0]
+    except BaseException:
+        if ids:
+            subprocess.run(["scancel", *ids.values()], capture_output=True, timeout=120)
+        raise
+    write_json_atomic(jobs_dir / SUBMISSION, {
+        "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "slurm": asdict(slurm),
+        "jobs": [{"name": j.name, "id": ids[j.name], "after": list(j.after), "gpus": j.gpus,
+                  "time_limit": slurm.time or slurm_time(j.limit_s), "log": str(j.log).replace("%j", ids[j.name])}
+                 for j in plan.jobs],
+        "skipped": [{"name": n, "reason": r} for n, r in plan.skipped]})
+    return ids

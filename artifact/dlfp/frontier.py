@@ -1,0 +1,95 @@
+"""DLFP against fixed chunks: the latency frontier a fixed token budget traces, and regret.
+
+A fixed prefill chunk trades P99 TTFT (big chunks prefill fast) against P99 ITL (small chunks
+stall decodes less); sweeping vLLM's ``max_num_batched_tokens`` traces that trade-off for one
+target (model, hardware, load). The question a reviewer asks of an adaptive controller is how far
+it lands from that frontier, and whether one set of its defaults lands near it on every target
+where no single fixed chunk does. Two measures, both from the arms table of a run:
+
+* *regret at equal TTFT*: an arm's P99 ITL minus the best P99 ITL of any fixed-budget arm whose
+  P99 TTFT is no larger (undefined when the arm is faster to first token than every fixed one);
+* *TTFT excess under the ITL objective*: among the arms whose P99 ITL meets the run's ITL
+  objective, the least P99 TTFT is the best achievable; an arm that meets the objective pays its
+  TTFT above that, one that misses it is marked so. A fixed budget that is best on one target and
+  misses the objective on another is the failure an adaptive controller is meant to avoid.
+
+Pure pandas over :func:`dlfp.analysis.arms_table` rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from dlfp.analysis import RunData, arms_table, stall_threshold_s
+from dlfp.trialconfig import REFERENCE, ArmSpec
+
+ITL, TTFT = "P99 ITL (ms)", "P99 TTFT (ms)"
+KINDS = ("fixed budget", "fixed cap", "adaptive")
+
+
+def kind(arm: ArmSpec) -> str:
+    """What an arm is: a fixed token budget (stock at some ``max_num_batched_tokens``, vLLM's own
+    knob), a fixed cap (a per-request threshold, a cap on mixed steps, or a two-level switch: fixed
+    numbers, chosen placement), or adaptive (DLFP's feedback moves the chunk)."""
+    if arm.dlfp is None:
+        return "fixed budget" if set(arm.engine) <= {"max_num_batched_tokens"} else "fixed cap"
+    fixed = arm.dlfp.get("chunk_min") is not None and arm.dlfp.get("chunk_min") == arm.dlfp.get("chunk_max")
+    return "fixed cap" if fixed else "adaptive"
+
+
+def frontier(points: pd.DataFrame) -> pd.DataFrame:
+    """The Pareto-efficient points (no other point has both lower TTFT and lower ITL), by TTFT."""
+    ordered = points.sort_values([TTFT, ITL])
+    best, keep = math.inf, []
+    for i, row in ordered.iterrows():
+        if row[ITL] < best:
+            keep.append(i)
+            best = row[ITL]
+    return ordered.loc[keep]
+
+
+def regret(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (arms_table rows with a ``kind`` column and the run's ``itl objective (ms)``) with
+    regret at equal TTFT and TTFT excess under the ITL objective (module docstring)."""
+    fixed = table[table.kind == "fixed budget"]
+    out = table.copy()
+
+    def at_equal_ttft(row: Any) -> float:
+        eligible = fixed[fixed[TTFT] <= row[TTFT]]
+        return float(row[ITL] - eligible[ITL].min()) if len(eligible) else math.nan
+
+    out["ITL regret vs best fixed budget at <= TTFT (ms)"] = out.apply(at_equal_ttft, axis=1)
+    meets = out[ITL] <= out["itl objective (ms)"]
+    best_ttft = out.loc[meets, TTFT].min() if meets.any() else math.nan
+    out["meets ITL objective"] = meets
+    out["TTFT excess over best arm meeting it (%)"] = [
+        100 * (t / best_ttft - 1) if ok and not math.isnan(best_ttft) else math.nan
+        for t, ok in zip(out[TTFT], meets, strict=True)]
+    return out
+
+
+def run_table(run: RunData) -> pd.DataFrame:
+    """A baselines run's arms table with each arm's kind, the ITL objective, and :func:`regret`."""
+    t = arms_table(run)
+    t["kind"] = [kind(run.config.arm(a)) for a in t.arm]
+    t["itl objective (ms)"] = stall_threshold_s(run.config) * 1e3
+    return regret(t)
+
+
+def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per arm name, across targets: does it meet the ITL objective, and at what TTFT excess?
+
+    The answer to "does one set of DLFP defaults land near the frontier on every target, where
+    no single fixed chunk does?" is read off this table: one row per arm, one column per target.
+    """
+    cells: dict[str, dict[str, str]] = {}
+    for target, t in tables.items():
+        for _, row in t.iterrows():
+            text = (f"{row['TTFT excess over best arm meeting it (%)']:+.0f}% TTFT" if row["meets ITL objective"]
+                    else f"misses ITL ({row[ITL]:.0f} > {row['itl objective (ms)']:.0f} ms)")
+            cells.setdefault(row["arm"], {})[target] = text
+    order = sorted(cells, key=lambda a: (a != REFERENCE, a))
+    return pd.DataFrame([{"arm": a, **cells[a]} for a in order]).set_index("arm")

@@ -1,0 +1,81 @@
+"""What a run was measured (or simulated) on, in the words a book or figure prints.
+
+Derived from the run's manifest alone, never from words written for one machine, so a book built
+from a GPU run reads correctly without edits: "2-core Intel Xeon Processor, vLLM 0.32.0+cpu",
+"1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0", or for the modeled accelerator "simulated: cost
+profile a100 (NVIDIA A100 80GB SXM4, TP 1, async scheduling), real vLLM 0.32.0+cpu scheduler".
+
+The GPUs named are the ones the engine used: the first ``tensor_parallel_size`` of the GPUs
+visible to the run (``hardware.visible_gpus``, NVML indices in CUDA's order, see
+:mod:`dlfp.telemetry`), not the first GPUs of the node. Manifests written before that field
+existed fall back to the node's first GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_MARKS = re.compile(r"\((R|TM|tm|r)\)")
+
+
+def measured_on(manifest: Mapping[str, Any]) -> str:
+    """The phrase naming what produced a run's numbers (module docstring); pure, never raises
+    on a field that is missing (it says ``unknown`` instead)."""
+    engine = (manifest.get("config") or {}).get("engine") or {}
+    vllm = (manifest.get("versions") or {}).get("vllm") or "unknown"
+    sim = engine.get("sim")
+    if sim is not None:
+        return _simulated(sim, manifest.get("sim_profile") or {}, vllm)
+    return f"{device(manifest)}, vLLM {vllm}"
+
+
+def device(manifest: Mapping[str, Any]) -> str:
+    """The hardware a measured run's engine ran on: its GPUs, or the CPU (a CPU build on a GPU
+    node still ran on the CPU)."""
+    engine = (manifest.get("config") or {}).get("engine") or {}
+    vllm = (manifest.get("versions") or {}).get("vllm") or "unknown"
+    tp = int(engine.get("tensor_parallel_size") or 1)
+    hardware = manifest.get("hardware") or {}
+    gpus = engine_gpus(hardware, tp)
+    tp_note = f" (TP {tp})" if tp > 1 else ""
+    if gpus and "cpu" not in vllm:
+        return f"{_count_names(g.get('name') or 'unknown GPU' for g in gpus)}{tp_note}"
+    cores = hardware.get("cpu_logical_cores")
+    where = f"{cores}-core {cpu_name(hardware.get('cpu_model'))}" if cores else cpu_name(hardware.get("cpu_model"))
+    return f"{where}{tp_note}"
+
+
+def engine_gpus(hardware: Mapping[str, Any], tensor_parallel_size: int) -> list[Mapping[str, Any]]:
+    """The GPU records (of ``hardware.gpus``) an engine with this TP size ran on."""
+    gpus = list(hardware.get("gpus") or [])
+    visible = hardware.get("visible_gpus")
+    if visible is None:  # an older manifest: the node's first GPUs
+        return gpus[:tensor_parallel_size]
+    by_index = {g.get("index", i): g for i, g in enumerate(gpus)}
+    return [by_index[i] for i in visible[:tensor_parallel_size] if i in by_index]
+
+
+def cpu_name(model: str | None) -> str:
+    """A CPU's marketing name without trademark marks, saying CPU once: "Intel Xeon Processor"."""
+    if not model:
+        return "unknown CPU"
+    name = " ".join(_MARKS.sub("", model).split())
+    return name if re.search(r"\b(CPU|Processor)\b", name, re.IGNORECASE) else f"{name} CPU"
+
+
+def _count_names(names: Any) -> str:
+    """``["A", "A", "B"]`` -> "2 x A + 1 x B" (order of first appearance)."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return " + ".join(f"{n} x {name}" for name, n in counts.items())
+
+
+def _simulated(sim: Mapping[str, Any], profile: Mapping[str, Any], vllm: str) -> str:
+    name = sim.get("profile") or profile.get("name") or "a100"  # dlfp.sim.config's default profile
+    device = (profile.get("values") or {}).get("device")
+    mode = "async" if sim.get("async_scheduling", True) else "sync"
+    inside = ", ".join(p for p in (device, f"TP {sim.get('tp', 1)}", f"{mode} scheduling") if p)
+    return f"simulated: cost profile {name} ({inside}), real vLLM {vllm} scheduler"
