@@ -8,11 +8,9 @@ stream thread while the engine core schedules ahead, as a GPU's do. That a CUDA 
 
 from __future__ import annotations
 
-import os
 import statistics
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 from itertools import pairwise
 from pathlib import Path
@@ -140,27 +138,6 @@ def test_stamp_helpers() -> None:
 
 
 # --- real engines (in-process: VLLM_ENABLE_V1_MULTIPROCESSING=0) ----------------------------------
-
-ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-              "VLLM_NO_USAGE_STATS": "1"}
-
-
-@pytest.fixture(scope="module")
-def engine_env() -> Iterator[None]:
-    pytest.importorskip("vllm")
-    import vllm.envs
-
-    saved = {k: os.environ.get(k) for k in ENGINE_ENV}
-    os.environ.update(ENGINE_ENV)
-    vllm.envs.disable_envs_cache()
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    vllm.envs.disable_envs_cache()
-
 
 def generate(model: str, backend: Any, log: Path, n: int, **engine: Any) -> Any:
     """Eight short requests and two long prompts through an in-process ``LLM``; returns the executor."""

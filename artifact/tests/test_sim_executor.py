@@ -8,11 +8,9 @@ the executor as ``distributed_executor_backend``.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import Future
 from itertools import pairwise
 from typing import Any
@@ -191,27 +189,6 @@ def test_sync_waits_for_each_step() -> None:
 
 
 # --- real engines ---------------------------------------------------------------------------
-
-ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-              "VLLM_NO_USAGE_STATS": "1"}
-
-
-@pytest.fixture(scope="module")
-def engine_env() -> Iterator[None]:
-    """In-process engines; vLLM caches its env after an engine starts, so reset that too."""
-    import vllm.envs
-
-    saved = {k: os.environ.get(k) for k in ENGINE_ENV}
-    os.environ.update(ENGINE_ENV)
-    vllm.envs.disable_envs_cache()
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    vllm.envs.disable_envs_cache()
-
 
 def generate(sim: dict[str, Any], requests: list[tuple[list[int], int]], extra_config: dict[str, Any] | None = None,
              **engine: Any) -> tuple[list[list[int]], list[Any], float]:
