@@ -35,7 +35,7 @@ PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
 
-.PHONY: setup versions test test-fast lint bench artifact book gpu-check publish clean
+.PHONY: setup versions test test-fast lint bench artifact book runs gpu-check publish clean
 
 setup: $(STAMP)
 
@@ -90,6 +90,19 @@ artifact: setup
 # Re-render the book from the committed traces alone (no engine starts).
 book: setup
 	$(VENV)/bin/dlfp pipeline --book-only --params $(PARAMS) --run $(BOOK_RUN) --gen $(BOOK_GEN) --sim $(SIM)
+
+# Regenerate every committed run under data/runs (about four hours on 2 cores): move the old run
+# folders away first (a complete folder is reused as is), and run it from a clean commit (runs refuse
+# uncommitted code); then commit data/runs, and `make book` renders them.
+runs: setup
+	$(VENV)/bin/dlfp pipeline --no-book --params $(PARAMS) --run data/runs/cpu-default \
+	  --gen data/runs/generalization-cpu --sim data/runs/generalization-sim
+	VLLM_CPU_OMP_THREADS_BIND=0 $(VENV)/bin/dlfp trial configs/cpu-default.yaml --out data/runs/cpu-default-1core
+	$(VENV)/bin/dlfp trial configs/cpu-default-6x50.yaml --out data/runs/cpu-default-6x50
+	$(VENV)/bin/dlfp bench sim fidelity --calibrate data/runs/cpu-default --out data/runs/sim-fidelity
+	$(VENV)/bin/dlfp study baselines --out data/runs/study-baselines
+	$(VENV)/bin/dlfp study explanations --out data/runs/study-explanations
+	$(VENV)/bin/dlfp study sensitivity --out data/runs/study-sensitivity
 
 bench: setup
 	$(VENV)/bin/dlfp bench schedule

@@ -265,6 +265,22 @@ def design_table(runs: list[RunData], outcome: bool = False) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def trials_table(runs: list[RunData]) -> pd.DataFrame:
+    """Per run: trials x requests, DLFP's mean P99 ITL reduction, its paired 95% CI and the CI's
+    width, and the wall time of all arms (engine starts included): which split of the same work
+    into trials gives the tighter interval."""
+    out = []
+    for run in runs:
+        p = paired(trial_rows(run), "itl_p99_ms")
+        lo, hi = p.get("t_lo", math.nan), p.get("t_hi", math.nan)
+        out.append({
+            "run": run.path.name, "trials": len(run.trials), "requests per trial": run.config.workload["n_requests"],
+            "P99 ITL reduction (%)": p["mean_pct"], "CI lo (%)": lo, "CI hi (%)": hi, "CI width (points)": hi - lo,
+            "arms' wall time (s)": sum(u.get("wall_s", 0.0) for u in complete_units(run.manifest)),
+        })
+    return pd.DataFrame(out).set_index("run")
+
+
 def paper_table(rows: pd.DataFrame, arm: str = "dlfp") -> pd.DataFrame:
     """The paper's table: per trial P99 ITL and TTFT of stock and ``arm``, reductions, stalls, SLO,
     failures, agreement."""

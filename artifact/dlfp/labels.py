@@ -22,7 +22,7 @@ _MARKS = re.compile(r"\((R|TM|tm|r)\)")
 
 def measured_on(manifest: Mapping[str, Any]) -> str:
     """The phrase naming what produced a run's numbers (module docstring); pure, never raises
-    on a field that is missing (it says ``unknown`` instead)."""
+    on a field that is missing or of the wrong kind (it says ``unknown`` instead)."""
     engine = (manifest.get("config") or {}).get("engine") or {}
     vllm = (manifest.get("versions") or {}).get("vllm") or "unknown"
     sim = engine.get("sim")
@@ -41,25 +41,28 @@ def device(manifest: Mapping[str, Any]) -> str:
     gpus = engine_gpus(hardware, tp)
     tp_note = f" (TP {tp})" if tp > 1 else ""
     if gpus and "cpu" not in vllm:
-        return f"{_count_names(g.get('name') or 'unknown GPU' for g in gpus)}{tp_note}"
+        names = (g.get("name") if isinstance(g.get("name"), str) else "unknown GPU" for g in gpus)
+        return f"{_count_names(names)}{tp_note}"
     cores = hardware.get("cpu_logical_cores")
+    cores = cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None
     where = f"{cores}-core {cpu_name(hardware.get('cpu_model'))}" if cores else cpu_name(hardware.get("cpu_model"))
     return f"{where}{tp_note}"
 
 
 def engine_gpus(hardware: Mapping[str, Any], tensor_parallel_size: int) -> list[Mapping[str, Any]]:
     """The GPU records (of ``hardware.gpus``) an engine with this TP size ran on."""
-    gpus = list(hardware.get("gpus") or [])
+    gpus = hardware.get("gpus")
+    gpus = [g for g in gpus if isinstance(g, Mapping)] if isinstance(gpus, list) else []
     visible = hardware.get("visible_gpus")
-    if visible is None:  # an older manifest: the node's first GPUs
+    if not isinstance(visible, list):  # an older manifest: the node's first GPUs
         return gpus[:tensor_parallel_size]
-    by_index = {g.get("index", i): g for i, g in enumerate(gpus)}
-    return [by_index[i] for i in visible[:tensor_parallel_size] if i in by_index]
+    by_index = {g.get("index", i): g for i, g in enumerate(gpus) if isinstance(g.get("index", i), int)}
+    return [by_index[i] for i in visible[:tensor_parallel_size] if isinstance(i, int) and i in by_index]
 
 
-def cpu_name(model: str | None) -> str:
+def cpu_name(model: Any) -> str:
     """A CPU's marketing name without trademark marks, saying CPU once: "Intel Xeon Processor"."""
-    if not model:
+    if not isinstance(model, str) or not model.strip():
         return "unknown CPU"
     name = " ".join(_MARKS.sub("", model).split())
     return name if re.search(r"\b(CPU|Processor)\b", name, re.IGNORECASE) else f"{name} CPU"

@@ -88,10 +88,27 @@ def normalise(nb: Any) -> Any:
             cell["id"] = INJECTED
         if not cell.get("id"):
             raise ValueError(f"cell {i} has no id: give the source notebook stable cell ids (nbformat 4.5)")
+        if "outputs" in cell:
+            cell["outputs"] = _merge_streams(cell["outputs"])
         tables: list[str] = []
         for output in cell.get("outputs", []):
             _normalise_output(output, cell["id"], tables)
     return nb
+
+
+def _merge_streams(outputs: list[Any]) -> list[Any]:
+    """Join consecutive stream outputs of one stream: the kernel splits a cell's prints into
+    messages by timing (one ``print`` can land as its text and its newline in two), so the split
+    differs between two runs of the same code."""
+    merged: list[Any] = []
+    for output in outputs:
+        last = merged[-1] if merged else None
+        if (output.get("output_type") == "stream" and last is not None and last.get("output_type") == "stream"
+                and last.get("name") == output.get("name")):
+            last["text"] = "".join(last["text"]) + "".join(output["text"])
+        else:
+            merged.append(output)
+    return merged
 
 
 def normalise_file(path: Path) -> None:

@@ -81,3 +81,13 @@ def test_missing_fields_say_unknown() -> None:
 ])
 def test_cpu_name(model: str | None, name: str) -> None:
     assert cpu_name(model) == name
+
+
+def test_fields_of_the_wrong_kind_read_as_unknown() -> None:
+    """A hand-edited manifest (found by the fuzz tests: a boolean CPU model) is named, not a crash."""
+    manifest = {"versions": {"vllm": "0.32.0"}, "config": {"engine": {}},
+                "hardware": {"cpu_model": True, "cpu_logical_cores": "2", "gpus": True, "visible_gpus": [[0]]}}
+    assert measured_on(manifest) == "unknown CPU, vLLM 0.32.0"
+    manifest["hardware"]["gpus"] = [{"name": 7, "index": [0]}, "A100"]
+    manifest["hardware"]["visible_gpus"] = None
+    assert measured_on(manifest) == "1 x unknown GPU, vLLM 0.32.0"

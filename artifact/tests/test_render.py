@@ -69,6 +69,22 @@ def test_normalise_removes_what_changes_between_executions() -> None:
     assert nbformat.writes(again) == nbformat.writes(nb)  # idempotent
 
 
+def test_a_print_split_into_two_messages_renders_as_one() -> None:
+    """The kernel may send one print's text and its newline as two stream messages."""
+    nb = _executed()
+    cell = nbformat.v4.new_code_cell("print(a); print(b)", id="5b1d0e2a")
+    err = nbformat.v4.new_output("stream", name="stderr", text="w\n")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="a"),
+                    nbformat.v4.new_output("stream", name="stdout", text="\nb\n"), err,
+                    nbformat.v4.new_output("stream", name="stdout", text="c\n")]
+    nb.cells.append(cell)
+    whole = copy.deepcopy(nb)
+    whole.cells[-1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="a\nb\n"), err,
+                               nbformat.v4.new_output("stream", name="stdout", text="c\n")]
+    assert nbformat.writes(normalise(nb)) == nbformat.writes(normalise(whole))
+    assert [o["text"] for o in normalise(nb).cells[-1].outputs] == ["a\nb\n", "w\n", "c\n"]
+
+
 def test_a_cell_without_an_id_is_refused() -> None:
     nb = _executed()
     del nb.cells[1]["id"]
