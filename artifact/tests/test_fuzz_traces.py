@@ -186,10 +186,10 @@ def test_consistently_rewritten_table(good, good_rows, tmp_path_factory, k, arm,
     unit["files"][path.name] = runfolder.sha256(path)
     (run / runfolder.MANIFEST).write_text(json.dumps(manifest))
     rc, err = analyze(run)
-    if rc != 0 and err.startswith("dlfp: error: requests/tokens: "):
-        # The two tables disagree (dlfp.metrics.summarize): named by column and request, not by file,
-        # since dlfp.analysis does not say which unit it was summarizing (reported to the lead).
-        assert rc == 2 and err.count("\n") == 1 and "'r0" in err, err
+    if rc != 0 and f"{run}/trial-{k}/{arm}: requests/tokens: " in err:
+        # The two tables disagree (dlfp.metrics.summarize): named by the arm's folder, both tables,
+        # the column and the request, since neither file alone is wrong.
+        assert rc == 2 and err.startswith("dlfp: error: ") and err.count("\n") == 1 and "'r0" in err, err
         event(f"{how}: refused (tables disagree)")
         return
     if rc != 0:
