@@ -44,7 +44,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
 OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
                    "hardware": dict, "git": dict, "sim_profile": dict}
 """Manifest fields readers use when present (null: absent), and their type."""
-DESIGN_FIELDS = {"overrides": dict, "rules": dict, "measured": dict, "predicted": dict, "problems": list}
+DESIGN_FIELDS = {"overrides": dict, "rules": dict, "measured": dict, "predicted": dict, "problems": list,
+                 "files": dict}
 
 
 class RunFolderError(ValueError):
@@ -143,6 +144,8 @@ def _check_fields(path: Path, manifest: dict[str, Any]) -> None:
             raise bad("design.rules", f"is invalid ({exc})") from None
     if not all(isinstance(v, str) for v in (manifest.get("workloads") or {}).values()):
         raise bad("workloads", "holds a checksum that is not a string")
+    if not all(isinstance(v, str) for v in (design.get("files") or {}).values()):
+        raise bad("design.files", "holds a checksum that is not a string")
 
 
 def complete_units(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
