@@ -46,7 +46,9 @@ def device(manifest: Mapping[str, Any]) -> str:
     cores = hardware.get("cpu_logical_cores")
     cores = cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None
     where = f"{cores}-core {cpu_name(hardware.get('cpu_model'))}" if cores else cpu_name(hardware.get("cpu_model"))
-    return f"{where}{tp_note}"
+    bind = (manifest.get("engine_env") or {}).get("VLLM_CPU_OMP_THREADS_BIND")
+    bound = f" (engine on CPUs {bind})" if isinstance(bind, str) and bind else ""  # one core or two: a speed
+    return f"{where}{bound}{tp_note}"
 
 
 def engine_gpus(hardware: Mapping[str, Any], tensor_parallel_size: int) -> list[Mapping[str, Any]]:

@@ -91,3 +91,9 @@ def test_fields_of_the_wrong_kind_read_as_unknown() -> None:
     manifest["hardware"]["gpus"] = [{"name": 7, "index": [0]}, "A100"]
     manifest["hardware"]["visible_gpus"] = None
     assert measured_on(manifest) == "1 x unknown GPU, vLLM 0.32.0"
+
+
+def test_the_cpus_the_engine_was_bound_to_are_named() -> None:
+    """A run with the engine on one core of two is another machine speed; its label says so."""
+    bound = manifest({}, CPU_HW, vllm="0.32.0+cpu", engine_env={"VLLM_CPU_OMP_THREADS_BIND": "0"})
+    assert measured_on(bound) == "2-core Intel Xeon Processor (engine on CPUs 0), vLLM 0.32.0+cpu"
