@@ -179,10 +179,10 @@ def effect_words(p: dict[str, Any], increase: bool = False) -> str:
     """What a paired reduction says, as a verb phrase following its interval: "shows no
     detectable effect on it" when the CI spans zero, never "reduces it" then (``increase``
     words a positive mean as a rise, for TTFT)."""
-    if "t_lo" not in p:
+    kind, mean = stats.direction(p.get("t_lo", math.nan), p.get("t_hi", math.nan)), p["mean_pct"]
+    if kind == "untested":
         return "cannot be judged from one trial (no interval)"
-    lo, hi, mean = p["t_lo"], p["t_hi"], p["mean_pct"]
-    if lo <= 0 <= hi:
+    if kind == "none":
         return "shows no detectable effect on it"
     if increase:
         return f"raises it by a mean of {-mean:.1f}%" if mean < 0 else f"lowers it by a mean of {mean:.1f}%"

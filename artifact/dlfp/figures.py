@@ -215,16 +215,19 @@ def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
     return fig
 
 
-def regime_boundary(points: pd.DataFrame, title: str) -> plt.Figure:
+def regime_boundary(sweeps: dict[str, pd.DataFrame], title: str) -> plt.Figure:
     """DLFP's P99 ITL reduction (mean and paired CI per run) against the share of stock's
-    inter-token gaps that were stalls: where the gain turns into a loss."""
+    inter-token gaps that were stalls, one series per target: where the gain turns into a loss."""
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    x = points["prefill stalls stock (% of gaps)"].to_numpy()
-    mean = points["ITL reduction (%)"].to_numpy()
-    lo, hi = points["ITL CI lo (%)"].to_numpy(), points["ITL CI hi (%)"].to_numpy()
-    err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
-    ax.errorbar(x, mean, yerr=err, fmt="o", color=PALETTE["dlfp"], capsize=4, label="DLFP, mean and paired 95% CI")
+    for i, (target, points) in enumerate(sweeps.items()):
+        pts = points.sort_values("prefill stalls stock (% of gaps)")
+        x = pts["prefill stalls stock (% of gaps)"].to_numpy()
+        mean = pts["ITL reduction (%)"].to_numpy()
+        lo, hi = pts["ITL CI lo (%)"].to_numpy(), pts["ITL CI hi (%)"].to_numpy()
+        err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
+        ax.errorbar(x, mean, yerr=err, fmt="os^D"[i % 4] + "-", color=color(target, tuple(sweeps)), capsize=4,
+                    linewidth=0.8, label=f"{target}: mean, paired 95% CI")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.axvline(1.0, color="#d62728", linestyle="--", linewidth=1, label="1% of gaps: what a pooled P99 sees")
     ax.set_xscale("log")

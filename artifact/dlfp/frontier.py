@@ -93,3 +93,53 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             cells.setdefault(row["arm"], {})[target] = text
     order = sorted(cells, key=lambda a: (a != REFERENCE, a))
     return pd.DataFrame([{"arm": a, **cells[a]} for a in order]).set_index("arm")
+
+
+GOAL_PCT = 10.0
+"""The study's goal: an adaptive controller within this share of the best fixed chunk's P99 ITL
+at equal P99 TTFT (issue 11)."""
+REGRET = "ITL regret vs best fixed budget at <= TTFT (ms)"
+
+
+def relative_regret(table: pd.DataFrame) -> pd.Series:
+    """Regret at equal TTFT as a percentage of the best fixed budget's P99 ITL there, per arm;
+    ``-inf`` where the arm is faster to first token than every fixed budget (none is comparable,
+    so none beats it), by arm name."""
+    best_fixed = table[ITL] - table[REGRET]
+    pct = 100 * table[REGRET] / best_fixed
+    return pd.Series(pct.where(table[REGRET].notna(), -math.inf).to_numpy(), index=table["arm"])
+
+
+def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
+    """The study's question in one sentence, from the runs: which adaptive arm (one set of
+    defaults) lands within :data:`GOAL_PCT` of the best fixed budget at equal TTFT on every target,
+    and which fixed budget meets the ITL objective on every target; naming the targets not run."""
+    missing = [t for t in targets if t not in tables]
+    ran = [t for t in targets if t in tables]
+    if not ran:
+        return "not testable: no baselines run"
+    scope = f"on the {len(ran)} targets run" + (f" (not run: {', '.join(missing)})" if missing else "")
+    adaptive = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "adaptive", "arm"]})
+    pct = {a: {t: relative_regret(tables[t]).get(a, math.inf) for t in ran} for a in adaptive}  # inf: not in that run
+    hits = {a: [t for t in ran if pct[a][t] <= GOAL_PCT] for a in adaptive}
+    winners = [a for a in adaptive if len(hits[a]) == len(ran)]
+    if winners:
+        text = f"{', '.join(winners)} lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT {scope}"
+    elif adaptive:
+        best = max(adaptive, key=lambda a: (len(hits[a]), -max(pct[a].values())))
+        worst = max(ran, key=lambda t: pct[best][t])
+        gap = "is not in the run" if math.isinf(pct[best][worst]) else f"is {pct[best][worst]:.0f}% above it"
+        text = (f"no adaptive controller lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT "
+                f"{scope}; the closest, {best}, does on {len(hits[best])} of {len(ran)} and {gap} on {worst}")
+    else:
+        return f"not testable: no adaptive arm {scope}"
+    fixed = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "fixed budget", "arm"]})
+    rows = {t: tables[t].set_index("arm") for t in ran}
+    everywhere = [a for a in fixed if all(bool(rows[t]["meets ITL objective"].get(a, False)) for t in ran)]
+    single = [a for a in everywhere if len({rows[t].at[a, "settings"] for t in ran}) == 1]
+    derived = [a for a in everywhere if a not in single]
+    text += ("; single fixed budgets that meet the ITL objective on every one of them: " + ", ".join(single)
+             if single else "; no single fixed budget meets the ITL objective on every one of them")
+    if derived:
+        text += f" (budgets derived per target that do: {', '.join(derived)})"
+    return text + "."

@@ -58,3 +58,11 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples:
     tail = 100 * (1 - confidence) / 2
     lo, hi = np.percentile(means, [tail, 100 - tail])
     return float(x.mean()), float(lo), float(hi)
+
+
+def direction(lo: float, hi: float) -> str:
+    """What an interval of a reduction says: ``gain`` (above zero), ``loss`` (below zero), ``none``
+    (it spans zero, so no effect is detectable) or ``untested`` (no interval, e.g. one trial)."""
+    if math.isnan(lo) or math.isnan(hi):
+        return "untested"
+    return "gain" if lo > 0 else "loss" if hi < 0 else "none"

@@ -12,10 +12,12 @@ chapter renders the committed folders (``data/runs/study-*``).
   budget from the same target, a P-PAS-style two-level switch, DLFP with the paper's signal, with
   the completion signal and with anti-windup, DLFP with one absolute target for every model, and
   the controller proposed here (target from the measured decode step, completion signal).
-* **sensitivity**: on the modeled A100 with Qwen3-8B, DLFP's gain, target fraction and
-  ``chunk_min`` as arms of one run; and the design's stall share swept over runs (from far below
-  to above what a pooled P99 sees: refusal off, recorded), to measure where DLFP's gain turns
-  into a loss.
+* **sensitivity**: on the modeled A100 with Qwen3-0.6B (the paper's success), DLFP's gain,
+  target fraction and ``chunk_min`` as arms of one run; and, on the CPU engine and on that modeled
+  target, the design's stall share swept over runs (from far below to above what a pooled P99
+  sees: refusal off, recorded) with three trials each, to measure where DLFP's gain turns into a
+  loss. The stall share is set through the long-prompt arrival rate, so the sweep is also the
+  study's arrival-rate sweep.
 * **explanations**: the paper blames its negative result on the async scheduler-call interval.
   Beside that (arms ``dlfp`` vs ``dlfp-completion`` of the baselines study) and one absolute
   target for every model size (arm ``dlfp-abs-target``), two more candidates as variants of the
@@ -88,8 +90,16 @@ SENSITIVITY_ARMS: list[dict[str, Any]] = [
     {"name": "cmin-8", "dlfp": {"chunk_min": 8}},
     {"name": "cmin-128", "dlfp": {"chunk_min": 128}},
 ]
-STALL_SHARES = (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08)
-SENSITIVITY_TARGET = "a100-qwen3-8b"
+STALL_SHARES: dict[str, tuple[float, ...]] = {
+    "cpu-tiny": (0.0025, 0.005, 0.01, 0.02, 0.04),
+    "a100-qwen3-0.6b": (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08),
+}
+"""The regime sweep per target: around the 1% a pooled P99 sees, from a quarter of it to several
+times it (the CPU engine's arms cost a minute of engine start each, so it has one point fewer)."""
+REGIME_TRIALS = 3
+"""Trials per sweep point: a paired t interval on two trials has one degree of freedom (t = 12.7)
+and cannot place a boundary; three (t = 4.3) can."""
+SENSITIVITY_TARGET = "a100-qwen3-0.6b"
 RARE_STALL_SHARE = 0.005
 FAST_HOST_PROFILE = "a100-fast-host"
 
@@ -123,14 +133,17 @@ def baselines(trials: int = TRIALS, requests: int = REQUESTS,
 
 
 def sensitivity(trials: int = TRIALS, requests: int = REQUESTS) -> list[tuple[Path, TrialConfig]]:
-    """DLFP's parameters as arms of one run; the design's stall share swept over runs."""
-    common = _common(trials, requests)
-    plan = [(Path("params"), parse_config(target_config(SENSITIVITY_TARGET, {**common, "arms": SENSITIVITY_ARMS,
+    """DLFP's parameters as arms of one run; the design's stall share swept over runs per target
+    (at least :data:`REGIME_TRIALS` trials each, whatever ``trials`` says)."""
+    plan = [(Path("params"), parse_config(target_config(SENSITIVITY_TARGET, {**_common(trials, requests),
+                                                                             "arms": SENSITIVITY_ARMS,
                                                                              "name": "study-sensitivity"})))]
-    for share in STALL_SHARES:
-        design = {"kind": "scaled", "stall_share": share, "min_stall_share": min(share, 0.015), "enforce": False}
-        raw = target_config(SENSITIVITY_TARGET, {**common, "design": design, "name": f"study-stalls-{share}"})
-        plan.append((Path(f"stalls-{share}"), parse_config(raw)))
+    sweep = _common(max(trials, REGIME_TRIALS), requests)
+    for target, shares in STALL_SHARES.items():
+        for share in shares:
+            design = {"kind": "scaled", "stall_share": share, "min_stall_share": min(share, 0.015), "enforce": False}
+            raw = target_config(target, {**sweep, "design": design, "name": f"study-stalls-{target}-{share}"})
+            plan.append((Path(f"stalls-{target}-{share}"), parse_config(raw)))
     return plan
 
 
