@@ -35,7 +35,7 @@ PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
 
-.PHONY: setup versions test test-fast lint bench artifact book runs gpu-check publish clean
+.PHONY: setup versions test test-fast lint bench artifact book runs study gpu-check publish clean
 
 setup: $(STAMP)
 
@@ -100,6 +100,11 @@ runs: setup
 	VLLM_CPU_OMP_THREADS_BIND=0 $(VENV)/bin/dlfp trial configs/cpu-default.yaml --out data/runs/cpu-default-1core
 	$(VENV)/bin/dlfp trial configs/cpu-default-6x50.yaml --out data/runs/cpu-default-6x50
 	$(VENV)/bin/dlfp bench sim fidelity --calibrate data/runs/cpu-default --out data/runs/sim-fidelity
+	$(MAKE) study
+
+# The studies beyond the paper (book chapter "Beyond the paper"): baselines, explanations and
+# sensitivity, each a set of run folders under data/runs/study-*; a complete folder is reused.
+study: setup
 	$(VENV)/bin/dlfp study baselines --out data/runs/study-baselines
 	$(VENV)/bin/dlfp study explanations --out data/runs/study-explanations
 	$(VENV)/bin/dlfp study sensitivity --out data/runs/study-sensitivity

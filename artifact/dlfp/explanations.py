@@ -35,6 +35,7 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
     "(d) rare stalls (0.5% design)": ("explanations", "rare-stalls-{target}", "dlfp"),
 }
 """Column label -> (study, run folder pattern, arm compared with stock)."""
+PATTERN_ROW = "pattern (0.6B works; 8B, 32B, TP=2 do not)"
 
 
 def reproduces(cells: Mapping[str, Mapping[str, Any]]) -> str:
@@ -71,5 +72,18 @@ def table(load: Callable[[str, str], RunData | None]) -> pd.DataFrame:
             cells[target] = p
             ci = f" [{p['t_lo']:.0f}, {p['t_hi']:.0f}]" if "t_lo" in p else ""
             out.setdefault(target, {})[label] = f"{p['mean_pct']:.0f}%{ci}"
-        out.setdefault("pattern (0.6B works; 8B, 32B, TP=2 do not)", {})[label] = reproduces(cells)
+        out.setdefault(PATTERN_ROW, {})[label] = reproduces(cells)
     return pd.DataFrame(out).T.rename_axis("setting (simulated, modeled A100)")
+
+
+
+def verdict(expl: pd.DataFrame) -> str:
+    """The explanations table's last row in one sentence: which variants reproduce the paper's
+    pattern, which do not (and why), which cannot be tested yet."""
+    row = expl.loc[PATTERN_ROW]
+    groups: dict[str, list[str]] = {"reproduce the paper's pattern": [], "do not": [], "are not testable yet": []}
+    for label, text in row.items():
+        key = ("reproduce the paper's pattern" if text == "reproduces the pattern" else
+               "are not testable yet" if text.startswith("not testable") else "do not")
+        groups[key].append(label if key != "do not" else f"{label} ({text.removeprefix('does not: ')})")
+    return "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items() if v) + "."

@@ -119,7 +119,7 @@ class TrialConfig:
         """The engine of one arm: its engine overrides, and DLFP on with its parameters or off."""
         a = self.arm(arm)
         params = {**self.dlfp, **(a.dlfp or {}), "enabled": a.dlfp is not None}
-        return EngineSpec(**{**self.engine.__dict__, **a.engine, "dlfp": params})
+        return EngineSpec(**{**arm_engine(self.engine.__dict__, a.engine), "dlfp": params})
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> TrialConfig:
         """This config with a design's overrides merged in (validated again)."""
@@ -135,6 +135,22 @@ def _number(raw: Mapping[str, Any], key: str, where: str, lo: float, hi: float) 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo < value <= hi:
         raise _fail(f"{where}.{key}" if where else key, value, f"a number in ({lo}, {hi}]")
     return float(value)
+
+
+def arm_engine(engine: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """An arm's engine settings: the config's, then the arm's overrides.
+
+    An arm that lowers the token budget below the config's ``max_num_seqs`` without setting
+    ``max_num_seqs`` itself runs with it lowered to the budget. vLLM refuses a budget below
+    ``max_num_seqs``, and a step cannot schedule more requests than it has tokens, so the lower
+    bound only limits how many requests may be running at once beyond that number. A
+    Sarathi-style budget of a few hundred tokens on a large model needs this.
+    """
+    out = {**engine, **overrides}
+    budget, seqs = out.get("max_num_batched_tokens"), out.get("max_num_seqs")
+    if "max_num_seqs" not in overrides and isinstance(budget, int) and isinstance(seqs, int) and budget < seqs:
+        out["max_num_seqs"] = budget
+    return out
 
 
 def _engine(raw: Any) -> EngineSpec:
@@ -169,6 +185,9 @@ def _engine(raw: Any) -> EngineSpec:
         except (ValueError, OSError) as exc:  # OSError: a name too long for a path
             raise _fail("engine.model", raw["model"], str(exc).split(": ", 1)[-1]) from None
     spec = EngineSpec(**raw)
+    if spec.max_num_seqs > spec.max_num_batched_tokens:  # vLLM's SchedulerConfig refuses it at engine start
+        raise _fail("engine.max_num_seqs", spec.max_num_seqs,
+                    f"at most max_num_batched_tokens ({spec.max_num_batched_tokens})")
     if spec.sim is not None:
         from dlfp.sim.config import CONFIG_KEY, SimConfigError, parse_sim_config
 
@@ -279,8 +298,8 @@ def _arms(raw: Any, engine: EngineSpec) -> tuple[ArmSpec, ...]:
         overrides = entry.get("engine") or {}
         if not isinstance(overrides, Mapping) or set(overrides) - set(ARM_ENGINE_KEYS):
             raise _fail(f"{where}.engine", overrides, f"a mapping with keys among {list(ARM_ENGINE_KEYS)}")
-        _engine({**{k: v for k, v in engine.__dict__.items() if k not in ("dlfp", "sim", "extra")},
-                 **_placeholders(overrides, DERIVED_ENGINE_KEYS, f"{where}.engine"),
+        _engine({**arm_engine({k: v for k, v in engine.__dict__.items() if k not in ("dlfp", "sim", "extra")},
+                              _placeholders(overrides, DERIVED_ENGINE_KEYS, f"{where}.engine")),
                  **({"sim": engine.sim} if engine.sim is not None else {})})
         arms.append(ArmSpec(name, None if dlfp is None else dict(dlfp), dict(overrides)))
     names = [a.name for a in arms]

@@ -187,3 +187,17 @@ def test_scaled_design_backs_off_the_stall_share_to_fit_the_engine() -> None:
     p = d.prediction
     assert d.problems == () and 0.015 <= p.stall_share < 0.03
     assert max(p.stock_load, p.dlfp_load) == pytest.approx(0.8, abs=0.01)
+
+
+def test_a_budget_below_max_num_seqs_lowers_it_unless_the_arm_sets_it() -> None:
+    """vLLM refuses max_num_batched_tokens < max_num_seqs at engine start (found when a derived
+    Sarathi budget of 217 tokens met the modeled configs' 256 sequences mid-study): an arm's budget
+    lowers the inherited bound; a bound the arm or the engine sets itself is refused before any arm."""
+    cfg = parse_config({"engine": {"max_num_seqs": 64},
+                        "arms": [{"name": "stock"}, {"name": "small", "engine": {"max_num_batched_tokens": 40}}]})
+    assert (cfg.engine_for("small").max_num_seqs, cfg.engine_for("stock").max_num_seqs) == (40, 64)
+    with pytest.raises(ValueError, match=r"max_num_seqs. = 50 is invalid: allowed at most max_num_batched_tokens"):
+        parse_config({"arms": [{"name": "stock"},
+                               {"name": "x", "engine": {"max_num_batched_tokens": 40, "max_num_seqs": 50}}]})
+    with pytest.raises(ValueError, match=r"at most max_num_batched_tokens \(32\)"):
+        parse_config({"engine": {"max_num_batched_tokens": 32, "max_num_seqs": 64}})

@@ -52,7 +52,7 @@ def built_book(tmp_path_factory) -> Path:
 
 
 def test_book_builds_strictly_with_every_page(built_book: Path) -> None:
-    for page in ("book/intro", "book/method", "book/simulation", "book/generated/03_results",
+    for page in ("book/intro", "book/method", "book/simulation", "book/beyond", "book/generated/03_results",
                  "book/generated/02_generalization", "book/generated/04_reproducibility"):
         assert (built_book / f"{page}.html").is_file(), page
     intro = (built_book / "book" / "intro.html").read_text()
@@ -60,6 +60,9 @@ def test_book_builds_strictly_with_every_page(built_book: Path) -> None:
     simulation = (built_book / "book" / "simulation.html").read_text()
     assert "public spec" in simulation and "(assumed)" in simulation  # the glued profile table
     assert "a100-qwen3-0.6b-tp1" in simulation  # the glued study design
+    beyond = (built_book / "book" / "beyond.html").read_text()
+    assert "of the best fixed budget at equal TTFT" in beyond  # the goal sentence, from the baselines runs
+    assert "reproduce the paper" in beyond or "not testable yet" in beyond  # the explanations verdict
 
 
 def _serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:

@@ -136,3 +136,11 @@ def test_reproduces_the_pattern_only_when_0_6b_works_and_the_others_fail() -> No
     assert explanations.reproduces(_cells((-5, 40), (-20, 5))).startswith("does not: 0.6B shows no benefit")
     assert "8b benefits" in explanations.reproduces(_cells((10, 40), (20, 60)))
     assert explanations.reproduces({explanations.WORKS: {"t_lo": 1, "t_hi": 2}}).startswith("not testable")
+
+
+def test_verdict_groups_the_variants() -> None:
+    expl = pd.DataFrame({"(a) lag": {explanations.PATTERN_ROW: "reproduces the pattern"},
+                         "(b) abs": {explanations.PATTERN_ROW: "does not: 0.6B shows no benefit"},
+                         "(c) host": {explanations.PATTERN_ROW: "not testable (a setting is missing)"}})
+    assert explanations.verdict(expl) == ("reproduce the paper's pattern: (a) lag; do not: (b) abs (0.6B shows no "
+                                          "benefit); are not testable yet: (c) host.")
