@@ -7,7 +7,8 @@ it lands from that frontier, and whether one set of its defaults lands near it o
 where no single fixed chunk does. Two measures, both from the arms table of a run:
 
 * *regret at equal TTFT*: an arm's P99 ITL minus the best P99 ITL of any fixed-budget arm whose
-  P99 TTFT is no larger (undefined when the arm is faster to first token than every fixed one);
+  P99 TTFT is no larger, within :data:`TTFT_TOLERANCE` (undefined when the arm is faster to first
+  token than every fixed one);
 * *TTFT excess under the ITL objective*: among the arms whose P99 ITL meets the run's ITL
   objective, the least P99 TTFT is the best achievable; an arm that meets the objective pays its
   TTFT above that, one that misses it is marked so. A fixed budget that is best on one target and
@@ -27,7 +28,15 @@ from dlfp.analysis import RunData, arms_table, stall_threshold_s
 from dlfp.trialconfig import REFERENCE, ArmSpec
 
 ITL, TTFT = "P99 ITL (ms)", "P99 TTFT (ms)"
-KINDS = ("fixed budget", "fixed cap", "adaptive")
+REGRET = "ITL regret vs best fixed budget at equal TTFT (ms)"
+TTFT_TOLERANCE = 0.05
+"""A fixed budget is *at equal TTFT* with an arm when its P99 TTFT is at most this share above the
+arm's. Mean P99 TTFTs of two trials differ by a few percent between arms that prefill alike (on the
+modeled A100 with Qwen3-8B every arm lies within 278-301 ms), so a strict comparison would credit
+an arm for noise: 3 ms less TTFT would excuse any ITL."""
+GOAL_PCT = 10.0
+"""The study's goal: an adaptive controller within this share of the best fixed chunk's P99 ITL
+at equal P99 TTFT (issue 11)."""
 
 
 def kind(arm: ArmSpec) -> str:
@@ -58,10 +67,10 @@ def regret(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
 
     def at_equal_ttft(row: Any) -> float:
-        eligible = fixed[fixed[TTFT] <= row[TTFT]]
+        eligible = fixed[fixed[TTFT] <= row[TTFT] * (1 + TTFT_TOLERANCE)]
         return float(row[ITL] - eligible[ITL].min()) if len(eligible) else math.nan
 
-    out["ITL regret vs best fixed budget at <= TTFT (ms)"] = out.apply(at_equal_ttft, axis=1)
+    out[REGRET] = out.apply(at_equal_ttft, axis=1)
     meets = out[ITL] <= out["itl objective (ms)"]
     best_ttft = out.loc[meets, TTFT].min() if meets.any() else math.nan
     out["meets ITL objective"] = meets
@@ -93,12 +102,6 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             cells.setdefault(row["arm"], {})[target] = text
     order = sorted(cells, key=lambda a: (a != REFERENCE, a))
     return pd.DataFrame([{"arm": a, **cells[a]} for a in order]).set_index("arm")
-
-
-GOAL_PCT = 10.0
-"""The study's goal: an adaptive controller within this share of the best fixed chunk's P99 ITL
-at equal P99 TTFT (issue 11)."""
-REGRET = "ITL regret vs best fixed budget at <= TTFT (ms)"
 
 
 def relative_regret(table: pd.DataFrame) -> pd.Series:

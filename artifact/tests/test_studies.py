@@ -60,11 +60,13 @@ def _table(rows: list[tuple[str, str, float, float]], objective: float = 50.0,
 
 def test_regret_is_against_the_best_fixed_budget_at_no_larger_ttft() -> None:
     t = _table([("stock", "fixed budget", 100, 10), ("mbt-256", "fixed budget", 40, 30),
-                ("dlfp", "adaptive", 44, 35), ("fast", "adaptive", 90, 5)]).set_index("arm")
+                ("dlfp", "adaptive", 44, 35), ("fast", "adaptive", 90, 5), ("near", "adaptive", 44, 29)]
+               ).set_index("arm")
     assert t.at["dlfp", REGRET] == pytest.approx(4.0)
+    assert t.at["near", REGRET] == pytest.approx(4.0)  # 30 ms is within 5% of 29 ms: equal TTFT
     assert math.isnan(t.at["fast", REGRET])  # faster to first token than every fixed budget
     assert t.at["mbt-256", "meets ITL objective"] and not t.at["stock", "meets ITL objective"]
-    assert t.at["dlfp", "TTFT excess over best arm meeting it (%)"] == pytest.approx(100 * (35 / 30 - 1))
+    assert t.at["dlfp", "TTFT excess over best arm meeting it (%)"] == pytest.approx(100 * (35 / 29 - 1))
     pct = frontier.relative_regret(t.reset_index())
     assert pct["dlfp"] == pytest.approx(10.0) and pct["fast"] == -math.inf
 
