@@ -146,3 +146,14 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
     if derived:
         text += f" (budgets derived per target that do: {', '.join(derived)})"
     return text + "."
+
+
+def ttft_spread(tables: dict[str, pd.DataFrame]) -> str:
+    """Per target, the range of P99 TTFT over the fixed budgets: what a small chunk costs in time
+    to first token there, which decides how much room an adaptive chunk has."""
+    parts = []
+    for target, t in tables.items():
+        fixed = t[t.kind == "fixed budget"]
+        lo, hi = fixed[TTFT].min(), fixed[TTFT].max()
+        parts.append(f"{target} {lo:.0f}-{hi:.0f} ms ({100 * (hi / lo - 1):.0f}% apart)")
+    return "; ".join(parts) if parts else "no baselines run"

@@ -146,3 +146,10 @@ def test_verdict_groups_the_variants() -> None:
                          "(c) host": {explanations.PATTERN_ROW: "not testable (a setting is missing)"}})
     assert explanations.verdict(expl) == ("reproduce the paper's pattern: (a) lag; do not: (b) abs (0.6B shows no "
                                           "benefit); are not testable yet: (c) host.")
+
+
+def test_ttft_spread_is_over_fixed_budgets_only() -> None:
+    t = _table([("stock", "fixed budget", 100, 200), ("mbt-256", "fixed budget", 40, 220),
+                ("dlfp", "adaptive", 43, 900)])
+    assert frontier.ttft_spread({"x": t}) == "x 200-220 ms (10% apart)"
+    assert frontier.ttft_spread({}) == "no baselines run"
