@@ -411,6 +411,22 @@ def generalization_table(runs: list[RunData], arm: str = "dlfp") -> pd.DataFrame
     return pd.DataFrame(out)
 
 
+LATE_SEND_MS = 10.0
+"""A unit whose client sent its requests later than this (p99) had its arrival process disturbed,
+typically by another process on the machine; the runner records it per unit."""
+
+
+def lateness_note(run: RunData) -> str:
+    """Which units' requests were sent late (p99 above :data:`LATE_SEND_MS`), from the manifest."""
+    late = []
+    for u in run.manifest.get("units") or []:
+        p99 = (u.get("send_lateness_ms") or {}).get("p99") if isinstance(u, dict) else None
+        if isinstance(p99, (int, float)) and not isinstance(p99, bool) and p99 > LATE_SEND_MS:
+            late.append(f"trial-{u.get('trial')}/{u.get('arm')} {p99:.0f} ms")
+    return (f"late sends (p99 over {LATE_SEND_MS:.0f} ms): {', '.join(late)}" if late
+            else f"every unit sent its requests within {LATE_SEND_MS:.0f} ms of schedule (p99)")
+
+
 def source_line(run: RunData) -> str:
     """Where a run's numbers come from: measured (machine, vLLM build) or simulated (profile)."""
     label = measured_on(run.manifest)

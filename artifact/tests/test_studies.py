@@ -153,3 +153,16 @@ def test_ttft_spread_is_over_fixed_budgets_only() -> None:
                 ("dlfp", "adaptive", 43, 900)])
     assert frontier.ttft_spread({"x": t}) == "x 200-220 ms (10% apart)"
     assert frontier.ttft_spread({}) == "no baselines run"
+
+
+def test_lateness_note_names_late_units_and_tolerates_odd_manifests() -> None:
+    from types import SimpleNamespace
+
+    from dlfp.analysis import lateness_note
+
+    run = SimpleNamespace(manifest={"units": [
+        {"trial": 1, "arm": "dlfp", "send_lateness_ms": {"p99": 109.1}},
+        {"trial": 0, "arm": "stock", "send_lateness_ms": {"p99": 0.3}},
+        {"trial": 0, "arm": "x", "send_lateness_ms": {"p99": True}}, "junk", {"send_lateness_ms": None}]})
+    assert lateness_note(run) == "late sends (p99 over 10 ms): trial-1/dlfp 109 ms"
+    assert lateness_note(SimpleNamespace(manifest={})).startswith("every unit sent its requests within 10 ms")
