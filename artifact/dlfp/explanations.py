@@ -81,9 +81,10 @@ def verdict(expl: pd.DataFrame) -> str:
     """The explanations table's last row in one sentence: which variants reproduce the paper's
     pattern, which do not (and why), which cannot be tested yet."""
     row = expl.loc[PATTERN_ROW]
-    groups: dict[str, list[str]] = {"reproduce the paper's pattern": [], "do not": [], "are not testable yet": []}
+    groups: dict[str, list[str]] = {"reproduce the paper's pattern": [], "do not reproduce it": [],
+                                     "not testable yet": []}
     for label, text in row.items():
         key = ("reproduce the paper's pattern" if text == "reproduces the pattern" else
-               "are not testable yet" if text.startswith("not testable") else "do not")
-        groups[key].append(label if key != "do not" else f"{label} ({text.removeprefix('does not: ')})")
+               "not testable yet" if text.startswith("not testable") else "do not reproduce it")
+        groups[key].append(f"{label} ({text.removeprefix('does not: ')})" if key == "do not reproduce it" else label)
     return "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items() if v) + "."

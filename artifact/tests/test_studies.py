@@ -144,8 +144,8 @@ def test_verdict_groups_the_variants() -> None:
     expl = pd.DataFrame({"(a) lag": {explanations.PATTERN_ROW: "reproduces the pattern"},
                          "(b) abs": {explanations.PATTERN_ROW: "does not: 0.6B shows no benefit"},
                          "(c) host": {explanations.PATTERN_ROW: "not testable (a setting is missing)"}})
-    assert explanations.verdict(expl) == ("reproduce the paper's pattern: (a) lag; do not: (b) abs (0.6B shows no "
-                                          "benefit); are not testable yet: (c) host.")
+    assert explanations.verdict(expl) == ("reproduce the paper's pattern: (a) lag; do not reproduce it: (b) abs (0.6B "
+                                          "shows no benefit); not testable yet: (c) host.")
 
 
 def test_ttft_spread_is_over_fixed_budgets_only() -> None:
