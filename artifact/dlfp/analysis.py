@@ -314,7 +314,7 @@ def arms_table(run: RunData, rows: pd.DataFrame | None = None) -> pd.DataFrame:
         p = paired(rows, "itl_p99_ms", arm) if arm != REFERENCE else {}
         t = paired(rows, "ttft_p99_ms", arm) if arm != REFERENCE else {}
         out.append({
-            "arm": arm, "settings": run.config.arm(arm).label,
+            "arm": arm, "settings": run.config.arm_label(arm),
             "P99 ITL (ms)": mine.itl_p99_ms.mean(), "P99 per-request ITL (ms)": mine.itl_req_p99_ms.mean(),
             "P99 TTFT (ms)": mine.ttft_p99_ms.mean(), "gaps > ITL SLO (%)": 100 * mine.stall_share.mean(),
             "worst gap (ms)": mine.worst_gap_ms.max(), "throughput (tok/s)": mine.output_throughput_tps.mean(),

@@ -121,6 +121,12 @@ class TrialConfig:
         params = {**self.dlfp, **(a.dlfp or {}), "enabled": a.dlfp is not None}
         return EngineSpec(**{**arm_engine(self.engine.__dict__, a.engine), "dlfp": params})
 
+    def arm_label(self, arm: str) -> str:
+        """:attr:`ArmSpec.label`, plus the ``max_num_seqs`` the arm ran with when :func:`arm_engine`
+        lowered it (so a table never hides a setting that differs from stock's)."""
+        label, seqs = self.arm(arm).label, self.engine_for(arm).max_num_seqs
+        return label if seqs == self.engine.max_num_seqs else f"{label}, max_num_seqs={seqs} (lowered to the budget)"
+
     def with_overrides(self, overrides: Mapping[str, Any]) -> TrialConfig:
         """This config with a design's overrides merged in (validated again)."""
         return parse_config(merge(self.raw, overrides))
