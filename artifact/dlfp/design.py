@@ -426,7 +426,10 @@ def _median(dist: Any) -> float:
 
 def _mean(dist: Any) -> float:
     if dist.kind == "lognormal":
-        return float(min(dist.hi, max(dist.lo, dist.median * math.exp(dist.sigma ** 2 / 2))))
+        if dist.median <= 0:
+            return float(dist.lo)
+        log_mean = math.log(dist.median) + dist.sigma ** 2 / 2  # in logs: exp() overflows for a wide sigma
+        return float(dist.hi) if log_mean >= math.log(dist.hi) else float(max(dist.lo, math.exp(log_mean)))
     return (dist.lo + dist.hi) / 2
 
 

@@ -203,3 +203,12 @@ def test_a_budget_below_max_num_seqs_lowers_it_unless_the_arm_sets_it() -> None:
                                {"name": "x", "engine": {"max_num_batched_tokens": 40, "max_num_seqs": 50}}]})
     with pytest.raises(ValueError, match=r"at most max_num_batched_tokens \(32\)"):
         parse_config({"engine": {"max_num_batched_tokens": 32, "max_num_seqs": 64}})
+
+
+def test_a_wide_lognormal_clips_to_its_max_without_overflow() -> None:
+    """Fuzz find (CI seed): sigma 38 made exp(sigma^2 / 2) overflow in the design's workload facts."""
+    from dlfp.design import _mean
+    from dlfp.workload import LengthDist
+
+    assert _mean(LengthDist("lognormal", 8, 160, 64, 38)) == 160.0
+    assert _mean(LengthDist("lognormal", 8, 160, 64, 0)) == pytest.approx(64.0)

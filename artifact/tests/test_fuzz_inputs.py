@@ -92,8 +92,9 @@ def _valid_config(cfg: TrialConfig) -> None:
     design = derive(cfg.design, CPU_LIKE, workload_facts(cfg.raw), cfg.raw)
     try:
         ran = cfg.with_overrides(design.overrides)
-    except ValueError as exc:  # an arm's derived value (@target_chunk ...) that does not fit its other settings:
-        assert "arms[" in str(exc) and "\n" not in str(exc), str(exc)  # known only after the pre-flight
+    except ValueError as exc:  # a derived value (an arm's @target_chunk, the design's ITL objective ...) that does
+        # not fit the other settings is known only after the pre-flight; it is refused naming the field
+        assert str(exc).startswith("config field '") and "\n" not in str(exc), str(exc)
         return
     for arm in ran.arm_names:  # every arm's engine, as the runner starts it
         assert DLFPParams(**ran.engine_for(arm).dlfp).enabled == (ran.arm(arm).dlfp is not None)
