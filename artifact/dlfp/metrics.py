@@ -213,6 +213,7 @@ def summarize(requests: pd.DataFrame, tokens: pd.DataFrame, ttft_slo_s: float,
     quantity a design predicts), SLO compliance, and output throughput = output tokens of ok
     requests / (first arrival to last finish)."""
     ok = _ok(requests, ("first_token_s", "finish_s", "output_len"))
+    _require(tokens, TOKEN_COLUMNS, "tokens")  # before the filter below reads request_id (a fuzz find)
     status = requests["status"]
     ok_tokens = tokens[tokens["request_id"].isin(ok["request_id"])]
     gaps = itl_gaps(ok_tokens)

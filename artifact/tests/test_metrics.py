@@ -165,3 +165,9 @@ def test_itl_gap_count_is_events_minus_one(requests, rnd) -> None:
     gaps = itl_gaps(tokens_frame(rows))
     assert gaps.size == len(expected) and np.all(gaps > 0)
     assert sorted(gaps) == pytest.approx(sorted(expected), abs=1e-9)
+
+
+def test_summarize_names_a_missing_token_column() -> None:
+    """Fuzz find: tokens without request_id raised a bare KeyError in summarize."""
+    with pytest.raises(ValueError, match=r"tokens frame: missing column\(s\) \['request_id'\]"):
+        summarize(REQUESTS, TOKENS.drop(columns=["request_id"]), ttft_slo_s=0.5, tpot_slo_s=0.25)
