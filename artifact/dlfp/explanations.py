@@ -46,8 +46,8 @@ def reproduces(cells: Mapping[str, Mapping[str, Any]]) -> str:
     fails = [cells[t]["t_hi"] < NO_BENEFIT_BELOW for t in FAILS]
     if works and all(fails):
         return "reproduces the pattern"
-    problems = ([] if works else ["0.6B shows no benefit"]) + [
-        f"{t.split('-', 1)[1]} benefits" for t, ok in zip(FAILS, fails, strict=True) if not ok]
+    problems = ([] if works else ["no detectable benefit on 0.6B"]) + [
+        f"a benefit on {t.split('-', 1)[1]} not ruled out" for t, ok in zip(FAILS, fails, strict=True) if not ok]
     return "does not: " + "; ".join(problems)
 
 
