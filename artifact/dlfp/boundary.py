@@ -15,8 +15,7 @@ import pandas as pd
 
 from dlfp.stats import direction
 
-STALLS, MEAN, LO, HI = ("prefill stalls stock (% of gaps)", "ITL reduction (%)", "ITL CI lo (%)",
-                        "ITL CI hi (%)")
+STALLS, LO, HI = "prefill stalls stock (% of gaps)", "ITL CI lo (%)", "ITL CI hi (%)"
 
 
 def _shares(values: list[float]) -> str:

@@ -123,7 +123,8 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
         return "not testable: no baselines run"
     scope = f"on the {len(ran)} targets run" + (f" (not run: {', '.join(missing)})" if missing else "")
     adaptive = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "adaptive", "arm"]})
-    pct = {a: {t: relative_regret(tables[t]).get(a, math.inf) for t in ran} for a in adaptive}  # inf: not in that run
+    regrets = {t: relative_regret(tables[t]) for t in ran}
+    pct = {a: {t: regrets[t].get(a, math.inf) for t in ran} for a in adaptive}  # inf: not in that run
     hits = {a: [t for t in ran if pct[a][t] <= GOAL_PCT] for a in adaptive}
     winners = [a for a in adaptive if len(hits[a]) == len(ran)]
     if winners:
