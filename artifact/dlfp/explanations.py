@@ -18,11 +18,12 @@ and on each of the other three settings does not (its upper bound below
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from dlfp.analysis import RunData, paired, trial_rows
+from dlfp.analysis import RunData, load_run, paired, trial_rows
 
 NO_BENEFIT_BELOW = 10.0
 WORKS = "a100-qwen3-0.6b"
@@ -75,6 +76,20 @@ def table(load: Callable[[str, str], RunData | None]) -> pd.DataFrame:
         out.setdefault(PATTERN_ROW, {})[label] = reproduces(cells)
     return pd.DataFrame(out).T.rename_axis("setting (simulated, modeled A100)")
 
+
+def from_runs(baselines_root: Path, explanations_root: Path) -> pd.DataFrame:
+    """:func:`table` from the two studies' run folders; a folder without a manifest counts as not run.
+
+    The results notebook and the pipeline test both read the committed runs through this, so the
+    test checks the very sentence the book glues.
+    """
+    roots = {"baselines": Path(baselines_root), "explanations": Path(explanations_root)}
+
+    def load(study: str, folder: str) -> RunData | None:
+        d = roots[study] / folder
+        return load_run(d) if (d / "manifest.json").is_file() else None
+
+    return table(load)
 
 
 def verdict(expl: pd.DataFrame) -> str:

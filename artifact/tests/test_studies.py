@@ -166,3 +166,10 @@ def test_lateness_note_names_late_units_and_tolerates_odd_manifests() -> None:
         {"trial": 0, "arm": "x", "send_lateness_ms": {"p99": True}}, "junk", {"send_lateness_ms": None}]})
     assert lateness_note(run) == "late sends (p99 over 10 ms): trial-1/dlfp 109 ms"
     assert lateness_note(SimpleNamespace(manifest={})).startswith("every unit sent its requests within 10 ms")
+
+
+def test_explanations_from_runs_that_are_missing_says_not_testable(tmp_path) -> None:
+    (tmp_path / "a100-qwen3-0.6b").mkdir()  # a folder without a manifest is a run that did not finish
+    expl = explanations.from_runs(tmp_path, tmp_path / "absent")
+    assert (expl.drop(explanations.PATTERN_ROW) == "not rendered").all().all()
+    assert explanations.verdict(expl).startswith("not testable yet: (a) paper's law")
