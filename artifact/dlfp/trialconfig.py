@@ -27,6 +27,7 @@ core more so than on two (the design refuses such a workload and says why).
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -159,6 +160,18 @@ def arm_engine(engine: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
     return out
 
 
+def _finite(value: Any) -> bool:
+    """Does ``value`` hold only finite numbers? NaN breaks the manifest's round trip (NaN != NaN),
+    and neither NaN nor infinity is JSON."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Mapping):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    return True
+
+
 def _engine(raw: Any) -> EngineSpec:
     if not isinstance(raw, Mapping):
         raise _fail("engine", raw, "a mapping of engine settings")
@@ -183,8 +196,12 @@ def _engine(raw: Any) -> EngineSpec:
             ok = False
         if not ok:
             raise _fail(f"engine.{key}", value, f"a {want.__name__}" + (f" >= {lowest}" if want is int else ""))
-        if key == "extra" and not all(isinstance(k, str) for k in value):  # vLLM keyword arguments
-            raise _fail("engine.extra", value, "a mapping of vLLM engine argument names (strings) to values")
+        if key == "extra":  # vLLM keyword arguments, recorded in the manifest's JSON
+            if not all(isinstance(k, str) and k.isidentifier() for k in value):
+                raise _fail("engine.extra", value, "a mapping of vLLM engine argument names (identifiers) to values")
+            if not _finite(value):
+                raise _fail("engine.extra", value, "values without NaN or infinity (the manifest must read back "
+                                                   "the same run)")
     if "model" in raw:
         try:
             model_path(raw["model"], raw.get("download_dir"))

@@ -60,6 +60,9 @@ def test_setting_types_come_from_defaults_and_annotations() -> None:
     ({"tokenizer": "Org/Missing"}, "engine.tokenizer", "tokenizer_config.json"),
     ({"sim": {"profile": "a100"}, "async_scheduling": True}, "engine.async_scheduling", "engine.sim"),
     ({"sim": {"profile": "a100"}, "load_format": "auto"}, "engine.load_format", "engine.sim"),
+    ({"extra": {"": 1}}, "engine.extra", "identifiers"),
+    ({"extra": {"swap_space": float("nan")}}, "engine.extra", "without NaN"),
+    ({"extra": {"compilation_config": {"sizes": [1, float("inf")]}}}, "engine.extra", "infinity"),
 ])
 def test_bad_settings_are_refused_naming_the_field(settings: dict[str, Any], field: str, allowed: str) -> None:
     with pytest.raises(ValueError, match=rf"'{field}'.*{allowed}"):
