@@ -42,7 +42,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
 
 
 OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
-                   "hardware": dict, "git": dict, "sim_profile": dict}
+                   "hardware": dict, "git": dict, "sim_profile": dict, "engine_env": dict}
 """Manifest fields readers use when present (null: absent), and their type."""
 DESIGN_FIELDS = {"overrides": dict, "rules": dict, "measured": dict, "predicted": dict, "problems": list,
                  "files": dict}

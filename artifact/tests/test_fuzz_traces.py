@@ -246,6 +246,15 @@ def test_edited_manifest(good, good_rows, tmp_path_factory, data) -> None:
     event(f"{path[:1]}: accepted")
 
 
+def test_engine_env_that_is_not_a_mapping_is_refused(good, tmp_path_factory) -> None:
+    """A case the fuzzer found (CI, 2026-11-30): ``engine_env`` edited to a number reached the
+    device label and raised AttributeError instead of naming the field."""
+    run = copy_run(good, tmp_path_factory)
+    manifest = json.loads((run / runfolder.MANIFEST).read_text())
+    (run / runfolder.MANIFEST).write_text(json.dumps({**manifest, "engine_env": 1}))
+    assert_refused(run, "'engine_env'")
+
+
 def test_arm_without_gaps_is_analyzed_or_named(good, tmp_path_factory) -> None:
     run = copy_run(good, tmp_path_factory)
     unit_dir = run / "trial-0" / "dlfp"
