@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from dlfp.analysis import RunData, load_run, paired, trial_rows
+from dlfp.runfolder import MANIFEST
 
 NO_BENEFIT_BELOW = 10.0
 WORKS = "a100-qwen3-0.6b"
@@ -87,7 +88,7 @@ def from_runs(baselines_root: Path, explanations_root: Path) -> pd.DataFrame:
 
     def load(study: str, folder: str) -> RunData | None:
         d = roots[study] / folder
-        return load_run(d) if (d / "manifest.json").is_file() else None
+        return load_run(d) if (d / MANIFEST).is_file() else None
 
     return table(load)
 

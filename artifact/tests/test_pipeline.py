@@ -22,7 +22,7 @@ pytest.importorskip("vllm")
 pytest.importorskip("papermill")
 
 from dlfp import explanations
-from dlfp.pipeline import NOTEBOOKS, build_book, copy_book_sources, execute, notebook_parameters
+from dlfp.pipeline import NOTEBOOKS, build_book, copy_book_sources, effective_parameters, execute, notebook_parameters
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,9 +64,10 @@ def test_book_builds_strictly_with_every_page(built_book: Path) -> None:
     assert "a100-qwen3-0.6b-tp1" in simulation  # the glued study design
     beyond = html.unescape((built_book / "book" / "beyond.html").read_text())
     assert "of the best fixed budget at equal TTFT" in beyond  # the goal sentence, from the baselines runs
-    runs = ROOT / "data" / "runs"
-    # the explanations verdict the committed runs give, whatever it says
-    assert explanations.verdict(explanations.from_runs(runs / "study-baselines", runs / "study-explanations")) in beyond
+    # the explanations verdict the committed runs give, whatever it says, from the folders the notebook read
+    results = effective_parameters(ROOT, "03_results", {"03_results": {}}, None)
+    expl = explanations.from_runs(ROOT / results["baselines_root"], ROOT / results["explanations_root"])
+    assert explanations.verdict(expl) in beyond
 
 
 def _serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
