@@ -1,7 +1,19 @@
 """dlfp: Decode-Latency Feedback Prefill for vLLM, and the artifact that evaluates it.
 
-Pure logic (``controller``, ``params``, ``signals``) never imports vLLM; the plug-in
-lives in :mod:`dlfp.vllm`.
+One subpackage per concern, listed bottom up (each ``__init__`` says what it must not import,
+and ``artifact/tests/test_layout.py`` holds them to it):
+
+* :mod:`dlfp.control`: the control laws, their parameters, signals and step log (pure, no vLLM);
+* :mod:`dlfp.vllm`: the scheduler plug-ins and executors, thin glue over vLLM 0.32;
+* :mod:`dlfp.sim`: the modeled accelerator (cost model, executor, calibration);
+* :mod:`dlfp.harness`: one arm on an engine: workload, open-loop client, engine, telemetry;
+* :mod:`dlfp.trials`: paired trials: configs, design and pre-flight, runner, run folders, provenance;
+* :mod:`dlfp.analysis`: numbers and words from run folders: metrics, statistics, tables, figures;
+* :mod:`dlfp.studies`: the studies beyond the paper and the claims' verdicts;
+* :mod:`dlfp.book`: the notebooks in order and the book build; :mod:`dlfp.cluster`: SLURM and
+  the GPU-node check; :mod:`dlfp.bench`: benchmarks.
+
+At the top: :mod:`dlfp.cli` (``dlfp``), :mod:`dlfp.vllm_cli` (``dlfp-vllm``) and :mod:`dlfp.paths`.
 """
 
 __version__ = "0.1.0"

@@ -27,7 +27,7 @@ up exits when it builds its scheduler)."""
 
 
 def _paired_ci(args: argparse.Namespace) -> int:
-    from dlfp.stats import t_ci
+    from dlfp.analysis.stats import t_ci
 
     mean, lo, hi = t_ci(args.values, confidence=args.confidence)
     print(f"n={len(args.values)} mean {mean:.2f}%  {args.confidence:.0%} paired t CI "
@@ -36,9 +36,9 @@ def _paired_ci(args: argparse.Namespace) -> int:
 
 
 def _trial(args: argparse.Namespace) -> int:
-    from dlfp.lifeline import EngineCoreDied
-    from dlfp.trial import run_trials
-    from dlfp.trialconfig import load_config, parse_config
+    from dlfp.trials.config import load_config, parse_config
+    from dlfp.trials.runner import run_trials
+    from dlfp.vllm.lifeline import EngineCoreDied
 
     config = load_config(args.config) if args.config else parse_config({})
     try:
@@ -52,15 +52,16 @@ def _trial(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from dlfp.analysis import format_report, load_run
+    from dlfp.analysis.report import format_report
+    from dlfp.analysis.runs import load_run
 
     print(format_report(load_run(args.run_dir, allow_partial=args.partial)))
     return 0
 
 
 def _import_bench(args: argparse.Namespace) -> int:
-    from dlfp.benchimport import load_bench_json
-    from dlfp.metrics import summarize
+    from dlfp.analysis.bench_serve import load_bench_json
+    from dlfp.analysis.metrics import summarize
 
     requests, tokens, meta = load_bench_json(args.result)
     summary = summarize(requests, tokens, args.ttft_slo_ms / 1000.0, args.tpot_slo_ms / 1000.0)
@@ -72,8 +73,9 @@ def _import_bench(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from dlfp.runfolder import write_text_atomic
-    from dlfp.sim.calibrate import MODEL, calibrate_run
+    from dlfp.analysis.calibration import calibrate_run
+    from dlfp.paths import write_text_atomic
+    from dlfp.sim.stepfit import MODEL
 
     if args.out is not None and args.out.exists() and not args.force:
         raise ValueError(f"{args.out} exists; refusing to overwrite it (pass --force)")
@@ -91,7 +93,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
-    from dlfp.gpucheck import main
+    from dlfp.cluster.gpucheck import main
 
     return main(args.rest)
 
@@ -109,13 +111,13 @@ def _bench_sim(args: argparse.Namespace) -> int:
 
 
 def _study(args: argparse.Namespace) -> int:
-    from dlfp.studies import main
+    from dlfp.studies.plans import main
 
     return main(args.rest)
 
 
 def _pipeline(args: argparse.Namespace) -> int:
-    from dlfp.pipeline import main
+    from dlfp.book.pipeline import main
 
     return main(args.rest)
 
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:  # bad input, refused run folders included
         print(f"dlfp: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in dlfp trial (dlfp.trial.Interrupted)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in dlfp trial (dlfp.trials.interrupts.Interrupted)
         print(f"dlfp: interrupted ({exc or 'SIGINT'}); finished units are kept, rerun the same command to resume",
               file=sys.stderr)
         return getattr(exc, "exit_code", INTERRUPTED)

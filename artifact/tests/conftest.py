@@ -2,7 +2,7 @@
 
 Runs started by tests are scratch runs, never published, and developers test in working trees
 with uncommitted code: the suite allows runs from a dirty tree through the environment
-(:data:`dlfp.provenance.ALLOW_DIRTY_ENV`), which also reaches the processes tests start
+(:data:`dlfp.trials.provenance.ALLOW_DIRTY_ENV`), which also reaches the processes tests start
 (``dlfp trial`` subprocesses, papermill kernels). Session-scoped, so it is in place before any
 module-scoped fixture starts a run. ``test_provenance.py`` removes it to test the refusal.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dlfp.provenance import ALLOW_DIRTY_ENV
+from dlfp.trials.provenance import ALLOW_DIRTY_ENV
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,26 +14,28 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, fields
-from pathlib import Path
 
 import pytest
 import yaml
-from fuzzing import JUNK, apply, assert_names, check_refusal_or, finite, mutations
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from test_trial_runner import CPU_LIKE
 
-from dlfp import cli, notebook
-from dlfp.claims import CLAIMS_FILE, load_claims
-from dlfp.design import DesignSpec, Rules, derive, workload_facts
-from dlfp.engine import EngineSpec
-from dlfp.params import SPECS, DLFPParams, parse_params
+from dlfp import cli
+from dlfp.book import notebook
+from dlfp.control.params import SPECS, DLFPParams, parse_params
+from dlfp.harness.engine import EngineSpec
+from dlfp.harness.workload import LengthDist, WorkloadSpec, generate
+from dlfp.paths import REPO_ROOT
 from dlfp.sim.config import CONFIG_KEY, SimConfig, parse_sim_config
 from dlfp.sim.costmodel import PROFILE_DIR, Profile, parse_profile
-from dlfp.trialconfig import REFERENCE, TrialConfig, load_config, parse_config
-from dlfp.workload import LengthDist, WorkloadSpec, generate
+from dlfp.studies.claims import CLAIMS_FILE, load_claims
+from dlfp.trials.config import REFERENCE, TrialConfig, load_config, parse_config
+from dlfp.trials.design import DesignSpec, Rules, derive
+from dlfp.trials.prediction import workload_facts
+from tests.fuzzing import JUNK, apply, assert_names, check_refusal_or, finite, mutations
+from tests.trials.test_runner import CPU_LIKE
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 
 BASE_CONFIG = {
     "name": "fuzz", "trials": 2, "seeds": [3, 7],
@@ -276,7 +278,7 @@ def test_claims_file(tmp_path_factory, mutation) -> None:
     path.write_text(yaml.safe_dump(apply(BASE_CLAIMS, mutation)), encoding="utf-8")
 
     def valid(claims: list) -> None:
-        from dlfp.claims import VALUES, expectation_text
+        from dlfp.studies.claims import VALUES, expectation_text
 
         for claim in claims:
             for row in claim["rows"]:

@@ -19,15 +19,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from fuzzing import JUNK, apply, mutations
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from test_trial_runner import FakeArms, fake_preflight
 
-from dlfp import cli, metrics, runfolder, trial
-from dlfp.analysis import load_run, trial_rows
-from dlfp.arm import ArmResult
-from dlfp.trialconfig import parse_config
+from dlfp import cli
+from dlfp.analysis import metrics
+from dlfp.analysis.runs import load_run, trial_rows
+from dlfp.harness.arm import ArmResult
+from dlfp.trials import runfolder, runner
+from dlfp.trials.config import parse_config
+from tests.fuzzing import JUNK, apply, mutations
+from tests.trials.test_runner import FakeArms, fake_preflight
 
 CONFIG = {"name": "fuzz", "trials": 2, "workload": {"n_requests": 5, "rate_rps": 50.0}}
 
@@ -46,9 +48,9 @@ class Arms(FakeArms):
 def good(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fuzz-run") / "run"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("dlfp.arm.run_arm", Arms())
-        mp.setattr("dlfp.preflight.run_preflight", fake_preflight())
-        assert trial.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+        mp.setattr("dlfp.harness.arm.run_arm", Arms())
+        mp.setattr("dlfp.trials.preflight.run_preflight", fake_preflight())
+        assert runner.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
     return out
 
 
@@ -187,7 +189,7 @@ def test_consistently_rewritten_table(good, good_rows, tmp_path_factory, k, arm,
     (run / runfolder.MANIFEST).write_text(json.dumps(manifest))
     rc, err = analyze(run)
     if rc != 0 and f"{run}/trial-{k}/{arm}: requests/tokens: " in err:
-        # The two tables disagree (dlfp.metrics.summarize): named by the arm's folder, both tables,
+        # The two tables disagree (dlfp.analysis.metrics.summarize): named by the arm's folder, both tables,
         # the column and the request, since neither file alone is wrong.
         assert rc == 2 and err.startswith("dlfp: error: ") and err.count("\n") == 1 and "'r0" in err, err
         event(f"{how}: refused (tables disagree)")
@@ -297,7 +299,7 @@ def test_foreign_or_missing_manifest(good, tmp_path_factory) -> None:
     assert_refused(run, "no manifest.json")
 
 
-# Frames handed directly to dlfp.metrics.
+# Frames handed directly to dlfp.analysis.metrics.
 
 chunks = st.lists(st.tuples(st.integers(1, 3), st.floats(1e-4, 0.5)), min_size=1, max_size=6)
 request = st.tuples(st.sampled_from(["ok", "ok", "ok", "failed", "cancelled"]), st.floats(0, 5), st.floats(1e-3, 1),

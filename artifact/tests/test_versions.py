@@ -23,7 +23,9 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[2]
+from dlfp.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PINS = PYPROJECT["tool"]["dlfp"]["versions"]
 DOCS = ("README.md", "book/reproduce.md", "environment.yml", "params/a100.yaml")

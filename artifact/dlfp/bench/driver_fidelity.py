@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 
-from dlfp.driver import drive
-from dlfp.workload import Request, WorkloadSpec, generate
+from dlfp.harness.driver import drive
+from dlfp.harness.workload import Request, WorkloadSpec, generate
 
 
 class FastTarget:

@@ -3,9 +3,9 @@
 By default 10,000 requests of the CPU default mix at ten times its arrival rate, against the
 modeled executor (simulated: vLLM 0.32's real engine core, scheduler (DLFP on) and output
 processing; model execution replaced by the ``a100`` cost profile's step times for the
-Qwen3-0.6B shape), through the same arm runner as a trial (:func:`dlfp.arm.run_arm`).
+Qwen3-0.6B shape), through the same arm runner as a trial (:func:`dlfp.harness.arm.run_arm`).
 Reported: the request statuses; every request's tokens against the workload
-(:func:`dlfp.analysis.accounting`: produced == requested, exactly); send lateness p50/p99
+(:func:`dlfp.analysis.runs.accounting`: produced == requested, exactly); send lateness p50/p99
 (how punctual the client stays); peak RSS of the client and of the engine-core process
 (psutil, sampled); wall time; and every socket those processes listen on (anything beyond
 loopback is a failure). Exit status 1 when a token, a request or that promise was lost.
@@ -92,7 +92,7 @@ def _kind(proc: psutil.Process) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dlfp.trialconfig import CPU_DEFAULT
+    from dlfp.trials.config import CPU_DEFAULT
 
     default_rate = RATE_FACTOR * CPU_DEFAULT["workload"]["rate_rps"]
     ap = argparse.ArgumentParser(prog="dlfp bench load", description=__doc__,
@@ -112,13 +112,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(n_requests: int, rate: float, model: str, profile: str, seed: int, sample_interval_s: float) -> int:
     """Run the benchmark and print its report; 0 when nothing was lost."""
-    from dlfp import metrics
-    from dlfp.analysis import accounting
-    from dlfp.arm import run_arm
-    from dlfp.engine import EngineSpec
-    from dlfp.trialconfig import CPU_DEFAULT
-    from dlfp.vllm_cli import vllm_version
-    from dlfp.workload import WorkloadSpec, generate
+    from dlfp.analysis import metrics
+    from dlfp.analysis.runs import accounting
+    from dlfp.harness.arm import run_arm
+    from dlfp.harness.engine import EngineSpec
+    from dlfp.harness.workload import WorkloadSpec, generate
+    from dlfp.trials.config import CPU_DEFAULT
+    from dlfp.vllm.version import vllm_version
 
     requests = generate(WorkloadSpec.from_dict({**CPU_DEFAULT["workload"], "n_requests": n_requests,
                                                 "rate_rps": rate, "seed": seed}))

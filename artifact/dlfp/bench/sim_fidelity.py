@@ -34,7 +34,7 @@ def executor_overhead(steps: int, profile: str, model: str, running: int, seed: 
     ``running`` requests decode throughout (each replaced when it finishes) and a
     1,000-2,000-token prompt arrives every 20 steps, so steps are decode-only and mixed.
     """
-    from dlfp.sim.direct import make_executor, make_scheduler
+    from dlfp.sim.standalone import make_executor, make_scheduler
     from dlfp.vllm.direct import make_request
 
     rng = np.random.default_rng(seed)
@@ -72,7 +72,7 @@ def executor_overhead(steps: int, profile: str, model: str, running: int, seed: 
 
 
 def _step_kinds(steps: pd.DataFrame) -> pd.DataFrame:
-    from dlfp.sim.calibrate import step_durations
+    from dlfp.sim.stepfit import step_durations
 
     d = step_durations(steps)
     kind = np.where(d.prefill_tokens == 0, "decode-only", np.where(d.decode_reqs == 0, "prefill-only", "mixed"))
@@ -89,9 +89,9 @@ def noise_floor(steps: pd.DataFrame, bucket: int = 32) -> float:
 
 def compare_runs(real_dir: Path, modeled_dir: Path, profile_path: Path) -> dict[str, Any]:
     """Side-by-side numbers of the same workload on the real engine and the modeled one."""
-    from dlfp.analysis import load_run, trial_rows
-    from dlfp.sim.calibrate import relative_errors
+    from dlfp.analysis.runs import load_run, trial_rows
     from dlfp.sim.costmodel import load_profile
+    from dlfp.sim.stepfit import relative_errors
 
     fit = load_profile(profile_path).fit
     real, modeled = load_run(real_dir), load_run(modeled_dir)
@@ -120,11 +120,12 @@ def compare_runs(real_dir: Path, modeled_dir: Path, profile_path: Path) -> dict[
 
 def fidelity(calibration_run: Path, config_path: Path, out: Path, allow_dirty: bool = False) -> dict[str, Any]:
     """Calibrate, run the validation workload real and modeled, compare (module docstring)."""
-    from dlfp.notebook import config_with_overrides
-    from dlfp.runfolder import read_manifest, write_json_atomic, write_text_atomic
-    from dlfp.sim.calibrate import calibrate_run
-    from dlfp.trial import run_trials
-    from dlfp.trialconfig import merge, parse_config, run_config
+    from dlfp.analysis.calibration import calibrate_run
+    from dlfp.book.notebook import config_with_overrides
+    from dlfp.paths import write_json_atomic, write_text_atomic
+    from dlfp.trials.config import merge, parse_config, run_config
+    from dlfp.trials.runfolder import read_manifest
+    from dlfp.trials.runner import run_trials
 
     real_cfg = config_with_overrides(str(config_path), {})
     if real_cfg.engine.sim is not None:

@@ -16,7 +16,7 @@ it is incomplete, with the other generalization jobs waiting for that one so no 
 one run folder; without generalization jobs the book job runs it.
 
 Every job is ``dlfp pipeline --only ...`` with the notebook parameters the pipeline itself would
-pass (:func:`dlfp.pipeline.effective_parameters`), so the plan reads the configs the notebooks run.
+pass (:func:`dlfp.book.pipeline.effective_parameters`), so the plan reads the configs the notebooks run.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dlfp.book.pipeline import effective_parameters, load_target, notebook_parameters
 from dlfp.cluster import estimate
-from dlfp.pipeline import effective_parameters, load_target, notebook_parameters
-from dlfp.runfolder import MANIFEST, read_manifest
-from dlfp.trialconfig import TrialConfig
+from dlfp.trials.config import TrialConfig
+from dlfp.trials.runfolder import MANIFEST, read_manifest
 
 BOOK_NOTEBOOKS = ("01_paired_trials", "02_generalization", "03_results", "04_reproducibility")
 JOBS_DIR = "jobs"
@@ -98,7 +98,10 @@ def _call(fn: Callable[..., Any], values: Mapping[str, Any]) -> Any:
 
 def _state(run_dir: Path, cfg: TrialConfig) -> tuple[bool, list[dict[str, Any]], bool, bool]:
     """(complete, units, started, same config) of a run folder; a foreign or corrupt one is refused by name."""
-    from dlfp.trial import normalized_config, plan_units  # the runner's own comparison, so the plan agrees with it
+    from dlfp.trials.manifest import (  # the runner's own comparison, so the plan agrees with it
+        normalized_config,
+        plan_units,
+    )
 
     if not (run_dir / MANIFEST).is_file():
         return False, plan_units(cfg), False, True
@@ -158,7 +161,7 @@ class _Planner:
 
 
 def _paired_config(planner: _Planner) -> TrialConfig:
-    from dlfp.notebook import config_with_overrides
+    from dlfp.book.notebook import config_with_overrides
 
     p01 = planner.values("01_paired_trials", planner.params(planner.layout.runs / "paired"))
     return config_with_overrides(p01["config"], p01["overrides"])
@@ -166,7 +169,7 @@ def _paired_config(planner: _Planner) -> TrialConfig:
 
 def _generalization(planner: _Planner, params: dict[str, dict[str, Any]]
                     ) -> tuple[list[tuple[Path, TrialConfig]], list[tuple[Path, TrialConfig]]]:
-    from dlfp.notebook import generalization_plan, modeled_plan
+    from dlfp.book.notebook import generalization_plan, modeled_plan
 
     p02 = planner.values("02_generalization", params)
     real = _call(generalization_plan, p02)

@@ -4,7 +4,7 @@ Each job is a small bash script with ``#SBATCH`` lines (name, log, time limit, G
 account ...) that activates the environment and runs ``exec python -m dlfp.cli pipeline ...``: the
 pipeline is the job's main process, and SLURM ends the job's remaining processes as soon as that
 exits. At the time limit or on ``scancel`` SLURM sends SIGTERM to all of them; the pipeline waits
-for the notebook kernel to stop its trial and mark the manifest before it exits (:mod:`dlfp.pipeline`). No
+for the notebook kernel to stop its trial and mark the manifest before it exits (:mod:`dlfp.book.pipeline`). No
 ``--signal`` or ``--requeue``: the trial runner already keeps every finished arm on SIGTERM and
 marks the manifest interrupted, and a resubmission re-plans from the run folders, so requeueing
 the same script would add nothing but a second way to rerun. Dependencies use
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from dlfp.cluster.estimate import slurm_time
 from dlfp.cluster.plan import Job, Plan
-from dlfp.runfolder import write_json_atomic, write_text_atomic
+from dlfp.paths import write_json_atomic, write_text_atomic
 
 SUBMISSION = "submission.json"
 GPU_REQUESTS = ("gres", "gpus")

@@ -16,10 +16,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from dlfp.book.pipeline import load_target
 from dlfp.cluster.estimate import FIXED_S, MARGIN, slurm_time
 from dlfp.cluster.plan import Layout, Plan, cluster_settings, plan
 from dlfp.cluster.sbatch import GPU_REQUESTS, Slurm, command, gpu_option, submit
-from dlfp.pipeline import load_target
 
 PLAN_KEYS = {"gpus", "engine_start_s"}
 """Cluster settings of the plan itself; the rest are :class:`~dlfp.cluster.sbatch.Slurm` fields."""
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("sbatch") is None:
         raise FileNotFoundError("sbatch is not on PATH: submit from a SLURM login node (--dry-run shows the jobs)")
     if any(j.runs for j in p.jobs):  # a job that measures must be allowed to start: refuse now, not in the queue
-        from dlfp.provenance import start_record
+        from dlfp.trials.provenance import start_record
 
         start_record(slurm.allow_dirty)
     try:

@@ -199,7 +199,7 @@ def available_profiles() -> tuple[str, ...]:
 def load_profile(name_or_path: str | Path) -> Any:
     """A shipped profile by name (``"a100"``) or a YAML file by path.
 
-    Returns a :class:`Profile` (roofline), or a :class:`dlfp.sim.calibrate.FittedProfile`
+    Returns a :class:`Profile` (roofline), or a :class:`dlfp.sim.stepfit.FittedProfile`
     for a file with ``kind: fitted`` written by ``dlfp calibrate``.
     """
     path = profile_file(name_or_path)
@@ -208,7 +208,7 @@ def load_profile(name_or_path: str | Path) -> Any:
                          f"{list(available_profiles())} or a YAML file path")
     raw = yaml.safe_load(path.read_text())
     if isinstance(raw, Mapping) and raw.get("kind") == "fitted":
-        from dlfp.sim.calibrate import parse_fitted_profile
+        from dlfp.sim.stepfit import parse_fitted_profile
 
         return parse_fitted_profile(raw, origin=str(path))
     return parse_profile(raw, origin=str(path))

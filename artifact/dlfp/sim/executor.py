@@ -3,7 +3,7 @@
 ``distributed_executor_backend=ModeledExecutor`` (or ``"dlfp.sim.executor.ModeledExecutor"``)
 runs vLLM 0.32's real engine core, scheduler and output processing, while the model is a
 roofline cost (:mod:`dlfp.sim.costmodel`) or a profile fitted to measured steps by
-``dlfp calibrate`` (:mod:`dlfp.sim.calibrate`, all of whose time is stream time). Per step,
+``dlfp calibrate`` (:mod:`dlfp.sim.stepfit`, all of whose time is stream time). Per step,
 ``execute_model`` spends the modeled host time (input preparation, launches) on the
 calling engine thread, then hands the step to a single worker thread, the modeled GPU
 stream, which runs steps in order and finishes each at ``max(submitted, previous step
@@ -48,11 +48,11 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from dlfp.completion_stamps import stamp
-from dlfp.sim.calibrate import FittedProfile
 from dlfp.sim.clock import sleep_until
 from dlfp.sim.config import parse_sim_config
 from dlfp.sim.costmodel import GiB, ModelShape, StepTime, check_tp, kv_cache_bytes, load_profile, step_time
+from dlfp.sim.stepfit import FittedProfile
+from dlfp.vllm.completion_stamps import stamp
 
 logger = logging.getLogger("dlfp.sim")
 

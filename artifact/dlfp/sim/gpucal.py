@@ -4,7 +4,7 @@ Why: the shipped profiles (``profiles/*.yaml``) take peak FLOP/s and HBM bandwid
 specs but *assume* the fractions of them a step reaches (``matmul_efficiency``,
 ``attention_efficiency``, memory ``efficiency``). This script replaces those three guesses by
 measurements: it times forward passes of Qwen3-shaped models (``transformers``'
-``Qwen3ForCausalLM`` built from the weightless configs in ``dlfp.models``, random weights, nothing
+``Qwen3ForCausalLM`` built from the weightless configs in ``dlfp.paths``, random weights, nothing
 downloaded) on prefill chunks and decode batches, fits the three factors so that
 ``costmodel.step_time(...).gpu_s`` matches the times, and writes a profile in the schema of
 ``profiles/a100.yaml`` with the fitted factors marked ``source: measured`` and the run's
@@ -54,69 +54,26 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import itertools
 import json
 import math
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
-import yaml
-from scipy.optimize import least_squares
 
-from dlfp.models import model_path
-from dlfp.runfolder import write_text_atomic
-from dlfp.sim.costmodel import PROFILE_DIR, ModelShape, Profile, available_profiles, parse_profile, step_time
+from dlfp.paths import model_path
+from dlfp.sim.costmodel import ModelShape
+from dlfp.sim.gpufit import FACTORS, MIN_EFFICIENCY, Case, Run, Sample, fit_efficiencies, load_base, write_profile
 
-FACTORS = ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
-"""The Profile fields this script fits, in the order of the cost terms they divide."""
-_FACTOR_KEYS = {
-    "matmul_efficiency": ("compute", "matmul_efficiency"),
-    "attention_efficiency": ("compute", "attention_efficiency"),
-    "memory_efficiency": ("memory", "efficiency"),
-}
-MIN_EFFICIENCY = 1e-6
-"""Lower bound of a fitted factor: low enough for a CPU dry run against a GPU base profile."""
-BINDING_SHARE = 0.1
-"""A compute term determines its factor in a sample only above this share of the compute time:
-below it, doubling the factor moves the prediction by under 5%, which timing noise can match."""
-KINK_MARGIN = 1.05
-"""A sample counts in a regime only when its time there exceeds the other by this factor. The fit
-parks a factor that no sample needs at the kink of ``max()`` of some sample (where its gradient
-vanishes), and a sample at the kink only bounds the factor: it does not determine it."""
-_STARTS = (0.1, 0.6)
-"""Per-factor starting points: ``max()`` makes the fit piecewise smooth, so one start may stall."""
 WARMUP = 2
+
+
 FILL_TOKENS = 8192
 """Untimed context is written in forwards of at most this many tokens, to bound activation memory."""
-
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    """One timed step: ``requests`` rows of ``new`` tokens, each over ``context`` cached tokens."""
-
-    requests: int
-    new: int
-    context: int
-
-    @property
-    def batch(self) -> tuple[tuple[int, int], ...]:
-        """The step as the cost model sees it: ``(new tokens, context before)`` per request."""
-        return ((self.new, self.context),) * self.requests
-
-    @property
-    def label(self) -> str:
-        """Short description for progress lines and the profile's sample table."""
-        if self.new == 1:
-            return f"decode R={self.requests} c={self.context}"
-        return f"prefill R={self.requests} n={self.new} c={self.context}"
 
 
 # Prefill chunks reach the compute-bound regime, long contexts give attention its share (over
@@ -126,24 +83,10 @@ CASES = (
     *(Case(1, n, c) for n in (512, 2048) for c in (4096, 16384)),
     *(Case(r, 1, c) for r in (1, 8, 32, 128) for c in (512, 2048)),
 )
+
+
 QUICK_CASES = (Case(1, 16, 0), Case(1, 64, 0), Case(1, 32, 64), Case(1, 1, 32), Case(4, 1, 32))
 """A handful of small steps: enough to exercise measurement, fit and output on a CPU in seconds."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One case's measured time on one model; ``seconds`` is what the fit matches."""
-
-    model: str
-    shape: ModelShape
-    case: Case
-    seconds: float
-    wall_s: float
-
-    @property
-    def batch(self) -> tuple[tuple[int, int], ...]:
-        """The step as the cost model sees it."""
-        return self.case.batch
 
 
 def _stderr(line: str) -> None:
@@ -268,190 +211,6 @@ def measure(model_name: str, device: str | torch.device, dtype: torch.dtype, cas
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return samples
-
-
-@dataclass(frozen=True, slots=True)
-class Fit:
-    """Fitted profile, which factors the samples determined, and how well it predicts them."""
-
-    profile: Profile
-    measured: tuple[str, ...]
-    """Factors fitted to the samples; the others keep the base profile's values."""
-    predicted_s: tuple[float, ...]
-    """``step_time(...).gpu_s`` of each sample under ``profile``."""
-    memory_bound: int
-    """Samples whose memory time exceeds their compute time under ``profile``."""
-    in_sample_p50: float
-    in_sample_p90: float
-    heldout_p50: float
-    heldout_p90: float
-    """Leave-one-out relative error: each sample predicted by a fit that never saw it."""
-
-
-def _unit_terms(samples: Sequence[Sample], base: Profile, dtype_bytes: int) -> np.ndarray:
-    """Per sample: dense, attention and memory seconds at efficiency 1, read off ``step_time`` itself.
-
-    Each term is isolated by making the other two free (infinite efficiency or rate), so the fit
-    uses the cost model's own arithmetic; ``_check_form`` verifies the recombination.
-    """
-    one = replace(base, matmul_efficiency=1.0, attention_efficiency=1.0, memory_efficiency=1.0)
-    isolate = (replace(one, attention_efficiency=math.inf, memory_gbps=math.inf),
-               replace(one, matmul_efficiency=math.inf, memory_gbps=math.inf),
-               replace(one, peak_tflops=math.inf))
-    return np.array([[step_time(s.shape, p, s.batch, tp=1, dtype_bytes=dtype_bytes).gpu_s for p in isolate]
-                     for s in samples])
-
-
-def _model_s(terms: np.ndarray, eff: np.ndarray) -> np.ndarray:
-    return np.maximum(terms[:, 0] / eff[0] + terms[:, 1] / eff[1], terms[:, 2] / eff[2])
-
-
-def _solve(terms: np.ndarray, seconds: np.ndarray, free: Sequence[int], fixed: np.ndarray) -> np.ndarray:
-    """Efficiencies minimising squared log error, the ``free`` ones fitted and the rest ``fixed``."""
-    log_y = np.log(seconds)
-
-    def efficiencies(x: np.ndarray) -> np.ndarray:
-        eff = fixed.copy()
-        eff[list(free)] = np.exp(x)
-        return eff
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(_model_s(terms, efficiencies(x))) - log_y
-
-    fits = [least_squares(residuals, np.log(start), bounds=(math.log(MIN_EFFICIENCY), 0.0))
-            for start in itertools.product(_STARTS, repeat=len(free))]
-    return efficiencies(min(fits, key=lambda r: r.cost).x)
-
-
-def _determined(terms: np.ndarray, eff: np.ndarray) -> list[bool]:
-    """Whether some sample's time depends on each factor (see the module docstring)."""
-    dense, attn, memory = (terms / eff).T
-    compute = dense + attn
-    compute_bound = compute >= KINK_MARGIN * memory
-    return [bool(np.any(compute_bound & (dense >= BINDING_SHARE * compute))),
-            bool(np.any(compute_bound & (attn >= BINDING_SHARE * compute))),
-            bool(np.any(memory >= KINK_MARGIN * compute))]
-
-
-def _check_form(samples: Sequence[Sample], profile: Profile, dtype_bytes: int, terms: np.ndarray) -> np.ndarray:
-    """``step_time`` under ``profile``; fails if it is no longer max(compute, memory) of the terms."""
-    predicted = np.array([step_time(s.shape, profile, s.batch, tp=1, dtype_bytes=dtype_bytes).gpu_s
-                          for s in samples])
-    eff = np.array([getattr(profile, f) for f in FACTORS])
-    if not np.allclose(predicted, _model_s(terms, eff), rtol=1e-9, atol=0.0):
-        raise RuntimeError("costmodel.step_time is no longer max(dense/eff_mm + attention/eff_attn, "
-                           "memory/eff_mem) on one GPU: update dlfp.sim.gpucal to its new form")
-    return predicted
-
-
-def _percentiles(predicted: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
-    p50, p90 = np.percentile(np.abs(predicted - seconds) / seconds, [50, 90])
-    return float(p50), float(p90)
-
-
-def fit_efficiencies(base: Profile, samples: Sequence[Sample], dtype_bytes: int = 2) -> Fit:
-    """Fit the three efficiencies of ``base`` to ``samples`` (one GPU, no TP); see the module docstring."""
-    if len(samples) <= len(FACTORS):
-        raise ValueError(f"need more than {len(FACTORS)} samples to fit {len(FACTORS)} factors, got {len(samples)}")
-    seconds = np.array([s.seconds for s in samples])
-    if not np.all(seconds > 0):
-        raise ValueError("measured times must be positive")
-    terms = _unit_terms(samples, base, dtype_bytes)
-    base_eff = np.array([getattr(base, f) for f in FACTORS])
-    free = list(range(len(FACTORS)))
-    eff = _solve(terms, seconds, free, base_eff)
-    determined = _determined(terms, eff)
-    if not all(determined):
-        free = [i for i in free if determined[i]]
-        eff = _solve(terms, seconds, free, base_eff)
-    heldout = np.empty(len(samples))
-    for i in range(len(samples)):
-        keep = np.arange(len(samples)) != i
-        heldout[i] = _model_s(terms[i:i + 1], _solve(terms[keep], seconds[keep], free, base_eff))[0]
-    fitted = {FACTORS[i]: float(f"{eff[i]:.4g}") for i in free}  # 4 digits: the file's precision
-    profile = replace(base, **fitted)
-    predicted = _check_form(samples, profile, dtype_bytes, terms)
-    memory_bound = int(np.sum(terms[:, 2] / profile.memory_efficiency
-                              >= terms[:, 0] / profile.matmul_efficiency + terms[:, 1] / profile.attention_efficiency))
-    return Fit(profile, tuple(fitted), tuple(predicted.tolist()), memory_bound,
-               *_percentiles(predicted, seconds), *_percentiles(heldout, seconds))
-
-
-def load_base(name_or_path: str | Path) -> tuple[dict[str, Any], Profile]:
-    """A roofline base profile as its raw mapping (which keeps each number's source) and parsed."""
-    path = PROFILE_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        path = Path(name_or_path)
-        if not path.is_file():
-            raise ValueError(f"unknown profile {str(name_or_path)!r}: use one of "
-                             f"{list(available_profiles())} or a YAML file path")
-    raw = yaml.safe_load(path.read_text())
-    return raw, parse_profile(raw, origin=str(path))
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """What was measured, for the profile's provenance."""
-
-    base: str
-    device: str
-    dtype: str
-    timer: str
-    repeats: int
-    versions: str
-    date: str
-
-
-def render_profile(fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, Any], run: Run, name: str) -> str:
-    """The profile YAML: header comments, provenance in ``references``, fitted factors ``measured``."""
-    models = sorted({s.model for s in samples})
-    kept = [f for f in FACTORS if f not in fit.measured]
-    provenance = [
-        f"dlfp.sim.gpucal, {run.date}: {', '.join(fit.measured)} fitted to {len(samples)} forward passes "
-        f"of {', '.join(models)} (random {run.dtype} weights, transformers Qwen3ForCausalLM, SDPA, static KV cache; "
-        f"{run.timer} time, median of {run.repeats})",
-        f"Measured on {run.device} with {run.versions}",
-        f"Fit relative error: in-sample p50 {fit.in_sample_p50:.1%} p90 {fit.in_sample_p90:.1%}, "
-        f"leave-one-out p50 {fit.heldout_p50:.1%} p90 {fit.heldout_p90:.1%}; "
-        f"{fit.memory_bound} of {len(samples)} samples memory-bound",
-        f"Other numbers from base profile {run.base} with their sources"
-        + (f"; {', '.join(kept)} kept from it: no sample depends on them enough to fit" if kept else ""),
-    ]
-    head = {"name": name, "device": run.device, "references": [*base_raw.get("references", []), *provenance]}
-    body = {section: {key: dict(entry) for key, entry in entries.items()}
-            for section, entries in base_raw.items() if section not in head}
-    for factor in fit.measured:
-        section, key = _FACTOR_KEYS[factor]
-        body[section][key] = {"value": getattr(fit.profile, factor), "source": "measured"}
-    width = max(len(s.model) + len(s.case.label) for s in samples) + 1
-    table = [f"#   {f'{s.model} {s.case.label}':<{width}} measured {s.seconds * 1e3:10.4f} ms"
-             f"  modeled {p * 1e3:10.4f} ms  wall {s.wall_s * 1e3:10.4f} ms"
-             for s, p in zip(samples, fit.predicted_s, strict=True)]
-    header = [
-        f"# Cost profile fitted by dlfp.sim.gpucal on {run.date}: {run.device}.",
-        "#",
-        f"# {', '.join(fit.measured)}: source \"measured\", fitted to the forward-pass times below",
-        f"# ({run.timer} time) by least squares on log time. All other numbers are the base profile's",
-        f"# ({run.base}), public spec or assumed as marked; host overhead is not part of a forward pass",
-        "# and stays assumed. See the module docstring of dlfp.sim.gpucal for the method and its limits.",
-        "#",
-        "# Samples (model, step, measured, modeled by this profile, wall clock):",
-        *table,
-    ]
-    dump = {"sort_keys": False, "width": 1000, "allow_unicode": True}
-    return ("\n".join(header) + "\n" + yaml.safe_dump(head, default_flow_style=False, **dump)
-            + yaml.safe_dump(body, default_flow_style=None, **dump))
-
-
-def write_profile(path: str | Path, fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, Any], run: Run,
-                  name: str) -> Profile:
-    """Render, check that ``parse_profile`` reads back the fitted numbers, then write the file."""
-    text = render_profile(fit, samples, base_raw, run, name)
-    profile = parse_profile(yaml.safe_load(text), origin=str(path))
-    if profile != replace(fit.profile, name=name, device=run.device):
-        raise RuntimeError(f"{path}: the rendered profile does not read back as fitted")
-    write_text_atomic(Path(path), text)
-    return profile
 
 
 def _device_name(device: torch.device) -> str:

@@ -22,7 +22,7 @@ from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
 
-from dlfp.models import model_path
+from dlfp.paths import model_path
 
 BLOCK_SIZE = 16
 SAMPLED_TOKEN = 7

@@ -1,6 +1,6 @@
-"""vLLM's own executors with per-step completion stamps (:mod:`dlfp.completion_stamps`).
+"""vLLM's own executors with per-step completion stamps (:mod:`dlfp.vllm.completion_stamps`).
 
-:func:`dlfp.engine.engine_kwargs` names these instead of ``"uni"``/``"mp"`` for every real
+:func:`dlfp.harness.engine.engine_kwargs` names these instead of ``"uni"``/``"mp"`` for every real
 engine, so ``steps.parquet`` carries ``exec_done_t`` beside the scheduler's timestamps. They are
 resolved by dotted path in the engine-core process (where the DLFP scheduler is resolved too);
 worker processes never import them: they receive the engine config, whose executor and
@@ -14,7 +14,7 @@ from typing import Any
 from vllm.v1.executor.multiproc_executor import MultiprocExecutor
 from vllm.v1.executor.uniproc_executor import UniProcExecutor
 
-from dlfp.completion_stamps import CompletionStamps
+from dlfp.vllm.completion_stamps import CompletionStamps
 
 
 class TimedUniProcExecutor(CompletionStamps, UniProcExecutor):

@@ -1,4 +1,4 @@
-"""DLFP inside vLLM 0.32's scheduler: thin glue around :mod:`dlfp.controller`.
+"""DLFP inside vLLM 0.32's scheduler: thin glue around :mod:`dlfp.control.law`.
 
 vLLM accepts one ``scheduler_cls`` and uses it instead of its own choice between
 ``Scheduler`` (synchronous engines) and ``AsyncScheduler`` (async scheduling, the GPU
@@ -25,12 +25,13 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from dlfp import __version__, lifeline
-from dlfp.completion_stamps import exec_done_t
-from dlfp.controller import DLFPController
-from dlfp.params import DLFPConfigError, DLFPParams, parse_params
-from dlfp.signals import StepRecord, StepTracker
-from dlfp.steplog import StepLog
+from dlfp import __version__
+from dlfp.control.law import DLFPController
+from dlfp.control.params import DLFPConfigError, DLFPParams, parse_params
+from dlfp.control.signals import StepRecord, StepTracker
+from dlfp.control.steplog import StepLog
+from dlfp.vllm import lifeline
+from dlfp.vllm.completion_stamps import exec_done_t
 
 logger = logging.getLogger("dlfp")
 

@@ -1,0 +1,241 @@
+"""Figures of the book, drawn from a loaded run (:class:`dlfp.analysis.runs.RunData`) only.
+
+Every figure carries its provenance in its title: measured (machine, vLLM build) for real
+engine runs, and the paper's own numbers only where labelled "reported by the paper".
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from dlfp.analysis import metrics
+from dlfp.analysis.labels import source_line
+from dlfp.analysis.runs import RunData
+from dlfp.analysis.stats import reductions
+
+PALETTE = {"stock": "#8c8c8c", "dlfp": "#1f77b4"}
+_CYCLE = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+
+def color(arm: str, arms: tuple[str, ...] = ()) -> str:
+    """An arm's colour: stock grey and DLFP blue everywhere, the other arms by their position."""
+    others = [a for a in arms if a not in PALETTE]
+    return PALETTE.get(arm) or _CYCLE[(others.index(arm) if arm in others else len(others)) % len(_CYCLE)]
+PAPER = {"itl_reduction_pct": (24.8, 30.1, 28.2), "mean_pct": 27.7, "ci_pct": (21.0, 34.3),
+         "ttft_increase_pct": 34.8, "setting": "Qwen3-0.6B BF16, one A100 80 GB"}
+"""What the paper reports (abstract); shown beside our numbers, never mixed in."""
+
+
+def provenance(run: RunData) -> str:
+    """One line saying where a run's numbers come from."""
+    engine = run.config.engine
+    partial = " (PARTIAL run: finished arms only)" if run.partial else ""
+    return f"{source_line(run)}, {engine.model} {engine.dtype}{partial}"
+
+
+def _pooled(run: RunData, arm: str, fn) -> np.ndarray:
+    parts = [fn(run.tables[(k, arm)]) for k in run.trials]
+    return np.concatenate(parts) if parts else np.array([])
+
+
+def itl_ttft_distributions(run: RunData) -> plt.Figure:
+    """ECDFs of ITL and TTFT per arm, pooled over trials, P99 marked."""
+    sns.set_theme(style="whitegrid")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels = (("Inter-token latency", lambda t: metrics.itl_gaps(_ok_tokens(t))),
+              ("Time to first token", lambda t: metrics.ttft(t["requests"])))
+    for ax, (title, fn) in zip(axes, panels, strict=True):
+        for arm in run.arms:
+            ms = _pooled(run, arm, fn) * 1000.0
+            if not len(ms):
+                continue
+            sns.ecdfplot(x=ms, ax=ax, label=f"{arm} (P99 {np.percentile(ms, 99):.0f} ms)",
+                         color=color(arm, run.arms), linewidth=2)
+            ax.axvline(np.percentile(ms, 99), color=color(arm, run.arms), linestyle=":", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{title} (ms, log scale)")
+        ax.set_ylabel("fraction")
+        ax.set_title(title)
+        ax.legend(loc="lower right")
+    fig.suptitle(f"Latency distributions, {len(run.trials)} paired trials pooled\n{provenance(run)}",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _ok_tokens(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    ok = t["requests"].loc[t["requests"].status == "ok", "request_id"]
+    return t["tokens"][t["tokens"].request_id.isin(ok)]
+
+
+def long_prompt_window(run: RunData, trial: int | None = None, after_s: float = 2.5) -> tuple[float, str]:
+    """The first long prompt (largest class by prompt length) that arrived while decodes ran."""
+    k = run.trials[0] if trial is None else trial
+    wl = sorted(run.workloads[k], key=lambda r: r.arrival_s)
+    threshold = np.percentile([r.prompt_len for r in wl], 80)
+    steps = run.tables[(k, "dlfp")]["steps"]
+    for r in wl:
+        if r.prompt_len >= threshold:
+            near = steps[(steps.schedule_t >= r.arrival_s) & (steps.schedule_t < r.arrival_s + after_s)]
+            if (near.prefill_tokens.gt(0) & near.decode_reqs.gt(0)).any():
+                return r.arrival_s, r.request_id
+    return wl[0].arrival_s, wl[0].request_id
+
+
+def chunk_and_interval(run: RunData, trial: int | None = None, before_s: float = 0.3,
+                       after_s: float = 2.0) -> plt.Figure:
+    """Prefill tokens per step, DLFP's cap, and step intervals around a long-prompt arrival."""
+    sns.set_theme(style="whitegrid")
+    k = run.trials[0] if trial is None else trial
+    t_arr, rid = long_prompt_window(run, k)
+    fig, (ax_tok, ax_dt) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
+    for arm in [a for a in ("stock", "dlfp") if a in run.arms]:
+        s = run.tables[(k, arm)]["steps"].sort_values("schedule_t")
+        s = s.assign(t=s.schedule_t - t_arr, interval_ms=s.schedule_t.diff().shift(-1) * 1000.0)
+        w = s[(s.t >= -before_s) & (s.t <= after_s)]
+        ax_tok.step(w.t, w.prefill_tokens, where="post", color=color(arm, run.arms), label=f"{arm}: prefill tokens")
+        ax_dt.plot(w.t, w.interval_ms, marker="o", markersize=3, color=color(arm, run.arms),
+                   label=f"{arm}: scheduler-call interval")
+        if arm == "dlfp":
+            ax_tok.step(w.t, w.cap, where="post", color="#d62728", linestyle="--", label="DLFP cap C")
+            target = float(w.target_s.iloc[0]) * 1000.0 if len(w) else np.nan
+            ax_dt.axhline(target, color="#d62728", linestyle="--", label=f"target T* = {target:.0f} ms")
+    ax_tok.set_ylabel("tokens per step")
+    ax_dt.set_ylabel("interval (ms)")
+    ax_dt.set_xlabel(f"seconds since {rid} arrived (trial {k})")
+    for ax in (ax_tok, ax_dt):
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.legend(loc="upper right", fontsize=8)
+    fig.suptitle(f"Chunk size and step interval around a long-prompt arrival\n{provenance(run)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def telemetry(run: RunData, tele: dict[tuple[int, str], pd.DataFrame], trial: int | None = None) -> plt.Figure:
+    """Utilization over time per arm (CPU via psutil, or GPU via pynvml when present)."""
+    sns.set_theme(style="whitegrid")
+    k = run.trials[0] if trial is None else trial
+    fig, ax = plt.subplots(figsize=(11, 3.5))
+    for arm in run.arms:
+        t = tele[(k, arm)]
+        util = t[(t.metric == "util_pct")]
+        for source, part in util.groupby("source"):
+            ax.plot(part.t_s, part.value, color=color(arm, run.arms), label=f"{arm} {source}",
+                    linestyle="-" if source == "cpu" else "--")
+    ax.set_xlabel(f"seconds since trial start (trial {k})")
+    ax.set_ylabel("utilization (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"Telemetry\n{provenance(run)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def paired_reductions(rows: pd.DataFrame, run: RunData) -> plt.Figure:
+    """Per-trial P99 ITL reductions: ours (measured) and the paper's (reported), side by side."""
+    sns.set_theme(style="whitegrid")
+    ours = reductions(rows, "itl_p99_ms")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    panels = ((axes[0], ours, PALETTE["dlfp"], provenance(run)),
+              (axes[1], list(PAPER["itl_reduction_pct"]), "#9467bd",
+               f"reported by the paper: {PAPER['setting']}"))
+    for ax, vals, color, label in panels:
+        ax.bar([f"trial {i}" for i in range(len(vals))], vals, color=color)
+        ax.axhline(float(np.mean(vals)), color="black", linestyle="--", linewidth=1,
+                   label=f"mean {np.mean(vals):.1f}%")
+        ax.set_title(label, fontsize=9)
+        ax.legend(loc="lower right")
+    axes[0].set_ylabel("P99 ITL reduction, stock -> DLFP (%)")
+    fig.tight_layout()
+    return fig
+
+
+def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
+    """Per run of :func:`dlfp.analysis.tables.generalization_table`: the P99 ITL reduction with its
+    paired CI, the paper's result on Qwen3-0.6B beside it, and the signal divergence."""
+    sns.set_theme(style="whitegrid")
+    labels = [f"{r.device}, {r.model} TP{r.TP}\n{variant}" for r, variant in zip(table.itertuples(),
+                                                                                table["DLFP variant"], strict=True)]
+    y = np.arange(len(table))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.7 * len(table) + 2), sharey=True,
+                                      gridspec_kw={"width_ratios": [2, 1]})
+    lo, hi = table["ITL CI lo (%)"].to_numpy(), table["ITL CI hi (%)"].to_numpy()
+    mean = table["ITL reduction (%)"].to_numpy()
+    err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
+    left.errorbar(mean, y, xerr=err, fmt="o", color=PALETTE["dlfp"], capsize=4, label="ours: mean, paired 95% CI")
+    left.axvspan(*PAPER["ci_pct"], color="#ff7f0e", alpha=0.15,
+                 label=f"reported by the paper ({PAPER['setting']}): CI")
+    left.axvline(0, color="black", linewidth=0.8)
+    left.set_yticks(y, labels)
+    left.invert_yaxis()
+    left.set_xlabel("P99 ITL reduction, stock to DLFP (%)")
+    left.legend(loc="lower left", fontsize=8)
+    right.barh(y, table["signal divergence"].to_numpy(), color="#8c8c8c")
+    right.set_xlabel("signal divergence\n(median |interval - cadence| / cadence)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+    """Per target: P99 ITL against P99 TTFT of every arm, the frontier the fixed token budgets
+    trace (stock and the ``max_num_batched_tokens`` sweep, joined), and the run's ITL objective."""
+    from dlfp.studies.frontier import ITL, TTFT
+
+    sns.set_theme(style="whitegrid")
+    n = len(tables)
+    cols = min(3, n)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
+    markers = {"fixed budget": "s", "fixed cap": "^", "adaptive": "o"}
+    for ax, (target, t) in zip(axes.flat, tables.items(), strict=False):
+        fixed = t[t.kind == "fixed budget"].sort_values(TTFT)
+        ax.plot(fixed[TTFT], fixed[ITL], color="#8c8c8c", linewidth=1, zorder=1, label="fixed budgets")
+        arms = tuple(t.arm)
+        for _, r in t.iterrows():
+            ax.scatter(r[TTFT], r[ITL], marker=markers[r.kind], color=color(r.arm, arms), s=40, zorder=2)
+            ax.annotate(r.arm, (r[TTFT], r[ITL]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.axhline(t["itl objective (ms)"].iloc[0], color="#d62728", linestyle="--", linewidth=1,
+                   label="ITL objective")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("P99 TTFT (ms, log)")
+        ax.set_ylabel("P99 ITL, pooled gaps (ms, log)")
+        ax.set_title(target, fontsize=9)
+        ax.legend(loc="upper right", fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def regime_boundary(sweeps: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+    """DLFP's P99 ITL reduction (mean and paired CI per run) against the share of stock's
+    inter-token gaps that were stalls, one series per target: where the gain turns into a loss."""
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for i, (target, points) in enumerate(sweeps.items()):
+        pts = points.sort_values("prefill stalls stock (% of gaps)")
+        x = pts["prefill stalls stock (% of gaps)"].to_numpy()
+        mean = pts["ITL reduction (%)"].to_numpy()
+        lo, hi = pts["ITL CI lo (%)"].to_numpy(), pts["ITL CI hi (%)"].to_numpy()
+        err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
+        ax.errorbar(x, mean, yerr=err, fmt="os^D"[i % 4] + "-", color=color(target, tuple(sweeps)), capsize=4,
+                    linewidth=0.8, label=f"{target}: mean, paired 95% CI")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.axvline(1.0, color="#d62728", linestyle="--", linewidth=1, label="1% of gaps: what a pooled P99 sees")
+    ax.set_xscale("log")
+    ax.set_xlabel("stock's prefill stalls (% of inter-token gaps above T*, measured, log)")
+    ax.set_ylabel("P99 ITL reduction, stock to DLFP (%)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

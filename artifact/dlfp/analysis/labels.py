@@ -1,0 +1,128 @@
+"""What a run was measured (or simulated) on, in the words a book or figure prints.
+
+Derived from the run's manifest alone, never from words written for one machine, so a book built
+from a GPU run reads correctly without edits: "2-core Intel Xeon Processor, vLLM 0.32.0+cpu",
+"1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0", or for the modeled accelerator "simulated: cost
+profile a100 (NVIDIA A100 80GB SXM4, TP 1, async scheduling), real vLLM 0.32.0+cpu scheduler".
+
+The GPUs named are the ones the engine used: the first ``tensor_parallel_size`` of the GPUs
+visible to the run (``hardware.visible_gpus``, NVML indices in CUDA's order, see
+:mod:`dlfp.harness.telemetry`), not the first GPUs of the node. Manifests written before that field
+existed fall back to the node's first GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from dlfp.analysis.runs import RunData
+from dlfp.trials.config import REFERENCE
+
+_MARKS = re.compile(r"\((R|TM|tm|r)\)")
+
+
+def measured_on(manifest: Mapping[str, Any]) -> str:
+    """The phrase naming what produced a run's numbers (module docstring); pure, never raises
+    on a field that is missing or of the wrong kind (it says ``unknown`` instead)."""
+    engine = (manifest.get("config") or {}).get("engine") or {}
+    vllm = (manifest.get("versions") or {}).get("vllm") or "unknown"
+    sim = engine.get("sim")
+    if sim is not None:
+        return _simulated(sim, manifest.get("sim_profile") or {}, vllm)
+    return f"{device(manifest)}, vLLM {vllm}"
+
+
+def device(manifest: Mapping[str, Any]) -> str:
+    """The hardware a measured run's engine ran on: its GPUs, or the CPU (a CPU build on a GPU
+    node still ran on the CPU)."""
+    engine = (manifest.get("config") or {}).get("engine") or {}
+    vllm = (manifest.get("versions") or {}).get("vllm") or "unknown"
+    tp = int(engine.get("tensor_parallel_size") or 1)
+    hardware = manifest.get("hardware") or {}
+    gpus = engine_gpus(hardware, tp)
+    tp_note = f" (TP {tp})" if tp > 1 else ""
+    if gpus and "cpu" not in vllm:
+        names = (g.get("name") if isinstance(g.get("name"), str) else "unknown GPU" for g in gpus)
+        return f"{_count_names(names)}{tp_note}"
+    cores = hardware.get("cpu_logical_cores")
+    cores = cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None
+    where = f"{cores}-core {cpu_name(hardware.get('cpu_model'))}" if cores else cpu_name(hardware.get("cpu_model"))
+    bind = (manifest.get("engine_env") or {}).get("VLLM_CPU_OMP_THREADS_BIND")
+    bound = f" (engine on CPUs {bind})" if isinstance(bind, str) and bind else ""  # one core or two: a speed
+    return f"{where}{bound}{tp_note}"
+
+
+def engine_gpus(hardware: Mapping[str, Any], tensor_parallel_size: int) -> list[Mapping[str, Any]]:
+    """The GPU records (of ``hardware.gpus``) an engine with this TP size ran on."""
+    gpus = hardware.get("gpus")
+    gpus = [g for g in gpus if isinstance(g, Mapping)] if isinstance(gpus, list) else []
+    visible = hardware.get("visible_gpus")
+    if not isinstance(visible, list):  # an older manifest: the node's first GPUs
+        return gpus[:tensor_parallel_size]
+    by_index = {g.get("index", i): g for i, g in enumerate(gpus) if isinstance(g.get("index", i), int)}
+    return [by_index[i] for i in visible[:tensor_parallel_size] if isinstance(i, int) and i in by_index]
+
+
+def cpu_name(model: Any) -> str:
+    """A CPU's marketing name without trademark marks, saying CPU once: "Intel Xeon Processor"."""
+    if not isinstance(model, str) or not model.strip():
+        return "unknown CPU"
+    name = " ".join(_MARKS.sub("", model).split())
+    return name if re.search(r"\b(CPU|Processor)\b", name, re.IGNORECASE) else f"{name} CPU"
+
+
+def _count_names(names: Any) -> str:
+    """``["A", "A", "B"]`` -> "2 x A + 1 x B" (order of first appearance)."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return " + ".join(f"{n} x {name}" for name, n in counts.items())
+
+
+def _simulated(sim: Mapping[str, Any], profile: Mapping[str, Any], vllm: str) -> str:
+    name = sim.get("profile") or profile.get("name") or "a100"  # dlfp.sim.config's default profile
+    device = (profile.get("values") or {}).get("device")
+    mode = "async" if sim.get("async_scheduling", True) else "sync"
+    inside = ", ".join(p for p in (device, f"TP {sim.get('tp', 1)}", f"{mode} scheduling") if p)
+    return f"simulated: cost profile {name} ({inside}), real vLLM {vllm} scheduler"
+
+
+def scope_note(run: RunData) -> str:
+    """What kind of evidence a run is, for prose beside its numbers, from its manifest alone."""
+    if run.config.engine.sim is not None:
+        return "simulated numbers (a real vLLM scheduler on a modeled accelerator): evidence about the mechanism, " \
+               "never a GPU measurement"
+    if not str((run.manifest.get("versions") or {}).get("vllm", "")).endswith("+cpu"):
+        return (f"GPU measurements of {run.config.engine.model} ({run.config.engine.dtype}): comparable with the "
+                "paper's numbers where model, precision and GPU match its setting")
+    return (f"CPU measurements of the weightless {run.config.engine.model} ({run.config.engine.dtype}): they test "
+            "the mechanism, not the paper's GPU numbers")
+
+
+def stock_budget(run: RunData) -> int:
+    """Stock's token budget (``max_num_batched_tokens``): the size of the win depends on it."""
+    return run.config.engine_for(REFERENCE).max_num_batched_tokens
+
+
+LATE_SEND_MS = 10.0
+"""A unit whose client sent its requests later than this (p99) had its arrival process disturbed,
+typically by another process on the machine; the runner records it per unit."""
+
+
+def lateness_note(run: RunData) -> str:
+    """Which units' requests were sent late (p99 above :data:`LATE_SEND_MS`), from the manifest."""
+    late = []
+    for u in run.manifest.get("units") or []:
+        p99 = (u.get("send_lateness_ms") or {}).get("p99") if isinstance(u, dict) else None
+        if isinstance(p99, (int, float)) and not isinstance(p99, bool) and p99 > LATE_SEND_MS:
+            late.append(f"trial-{u.get('trial')}/{u.get('arm')} {p99:.0f} ms")
+    return (f"late sends (p99 over {LATE_SEND_MS:.0f} ms): {', '.join(late)}" if late
+            else f"every unit sent its requests within {LATE_SEND_MS:.0f} ms of schedule (p99)")
+
+
+def source_line(run: RunData) -> str:
+    """Where a run's numbers come from: measured (machine, vLLM build) or simulated (profile)."""
+    label = measured_on(run.manifest)
+    return label if label.startswith("simulated") else f"measured: {label}"

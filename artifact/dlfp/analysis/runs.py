@@ -1,0 +1,155 @@
+"""From a run folder's raw traces to the paper-style paired tables (no cached numbers).
+
+Everything here is recomputed from ``requests``/``tokens`` Parquet tables, each verified against
+the manifest's checksum and the expected schema first (:mod:`dlfp.trials.runfolder`): per trial and arm
+the summary of :func:`dlfp.analysis.metrics.summarize`, exact token accounting against the saved
+workload, output agreement of every arm with the stock reference, stall events, and per-trial
+paired reductions with a Student's t interval across trials. A run whose stock arm's stalls
+fell outside the design's regime (:mod:`dlfp.trials.design`) is flagged wherever it is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dlfp.analysis import metrics
+from dlfp.control.params import parse_params
+from dlfp.harness import workload
+from dlfp.trials.config import REFERENCE, TrialConfig, run_config
+from dlfp.trials.runfolder import (
+    MANIFEST,
+    RunFolderError,
+    check_status,
+    complete_units,
+    listed_files,
+    read_manifest,
+    read_table,
+    verify_file,
+)
+
+
+@dataclass
+class RunData:
+    """A run folder loaded and verified: manifest, effective config and per-trial, per-arm tables."""
+
+    path: Path
+    manifest: dict[str, Any]
+    config: TrialConfig
+    tables: dict[tuple[int, str], dict[str, pd.DataFrame]]
+    workloads: dict[int, list[workload.Request]]
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        return self.config.arm_names
+
+    @property
+    def partial(self) -> bool:
+        """Read on purpose while unfinished: every table that shows it says so."""
+        return self.manifest["status"] != "complete"
+
+    @property
+    def trials(self) -> list[int]:
+        """Trials with every arm complete, in order."""
+        done = {k for k, _ in self.tables}
+        return sorted(k for k in done if all((k, arm) in self.tables for arm in self.arms))
+
+
+def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", "steps"),
+             allow_partial: bool = False) -> RunData:
+    """Load every complete unit of a run folder, verified (module docstring).
+
+    A missing, corrupt, edited, foreign or unfinished run is refused with a
+    :class:`dlfp.trials.runfolder.RunFolderError` naming the file and how to recover;
+    ``allow_partial`` reads an interrupted run's finished arms (then :attr:`RunData.partial`).
+    """
+    path = Path(path)
+    manifest = read_manifest(path)
+    check_status(path, manifest, allow_partial)
+    try:
+        config = run_config(manifest)
+    except ValueError as exc:
+        raise ValueError(f"{path / MANIFEST}: its config no longer parses ({exc})") from None
+    for file, digest in listed_files(path, manifest):  # every file the manifest vouches for, read or not
+        verify_file(file, digest)
+    loaded: dict[tuple[int, str], dict[str, pd.DataFrame]] = {}
+    workloads: dict[int, list[workload.Request]] = {}
+    for unit in complete_units(manifest):
+        k, arm = unit["trial"], unit["arm"]
+        unit_dir = path / f"trial-{k}" / arm
+        files = unit.get("files") or {}
+        loaded[(k, arm)] = {t: read_trace(unit_dir / f"{t}.parquet", t, files.get(f"{t}.parquet")) for t in tables}
+        if k not in workloads:
+            name = f"trial-{k}/workload.parquet"
+            if name not in (manifest.get("workloads") or {}):
+                raise RunFolderError(f"{path / name} has no checksum in the manifest; the manifest was edited: "
+                                     "restore it")
+            workloads[k] = workload.load(path / name)
+    return RunData(path, manifest, config, loaded, workloads)
+
+
+def read_trace(path: Path, table: str, digest: str | None) -> pd.DataFrame:
+    """One table, verified (:func:`~dlfp.trials.runfolder.read_table`) and, for requests and tokens,
+    checked as the metrics will read it, here where the file can be named."""
+    df = read_table(path, table, digest)
+    try:
+        if table == "requests":
+            metrics.check_requests(df)
+        elif table == "tokens":
+            metrics.itl_gaps(df)
+    except ValueError as exc:
+        raise RunFolderError(f"{path}: {exc}; restore it or rerun the trial") from None
+    return df
+
+
+def accounting(requests: pd.DataFrame, tokens: pd.DataFrame, wl: list[workload.Request]) -> dict[str, int]:
+    """Exact token accounting: every request's prompt and output counts against the workload."""
+    want = {r.request_id: (r.prompt_len, r.output_len) for r in wl}
+    got = requests.set_index("request_id")
+    per_req = tokens.groupby("request_id").size()
+    bad_prompt = sum(int(got.at[rid, "prompt_len"]) != p for rid, (p, _) in want.items() if rid in got.index)
+    bad_output = sum(
+        got.at[rid, "status"] == "ok"
+        and not (int(got.at[rid, "output_len"]) == o == int(per_req.get(rid, 0)))
+        for rid, (_, o) in want.items() if rid in got.index
+    )
+    return {"n_expected": len(want), "n_recorded": int(got.index.isin(list(want)).sum()),
+            "prompt_mismatches": int(bad_prompt), "output_mismatches": int(bad_output)}
+
+
+def stall_threshold_s(config: TrialConfig) -> float:
+    """What counts as a stall: a gap above the run's ITL objective (DLFP's ``itl_slo_ms``)."""
+    return parse_params(config.dlfp).itl_slo_ms / 1000.0
+
+
+def target_s(config: TrialConfig) -> float:
+    """DLFP's target interval T* of the run (as configured for its reference): the line above which
+    a stock gap is a prefill stall, what the design predicts the share of."""
+    return parse_params(config.dlfp).target_interval_s
+
+
+def trial_rows(run: RunData) -> pd.DataFrame:
+    """One row per (trial, arm): summary metrics, stalls, accounting and agreement with stock."""
+    config = run.config
+    threshold, long_gap = stall_threshold_s(config), target_s(config)
+    rows = []
+    for k in run.trials:
+        token_ids = {
+            arm: run.tables[(k, arm)]["tokens"].groupby("request_id")["token_id"].apply(list).to_dict()
+            for arm in run.arms
+        }
+        for arm in run.arms:
+            t = run.tables[(k, arm)]
+            try:
+                agree = metrics.output_agreement(token_ids[REFERENCE], token_ids[arm])
+                summary = metrics.summarize(t["requests"], t["tokens"], config.ttft_slo_s, config.tpot_slo_s,
+                                            threshold, long_gap)
+                counts = accounting(t["requests"], t["tokens"], run.workloads[k])
+            except ValueError as exc:
+                raise ValueError(f"{run.path}/trial-{k}/{arm}: {exc}") from None
+            rows.append({"trial": k, "seed": config.seeds[k], "arm": arm, **summary, **counts,
+                         "agreement_rate": agree["rate"], "mismatched": len(agree["mismatched"])})
+    return pd.DataFrame(rows)

@@ -1,0 +1,189 @@
+"""The paper-style tables of loaded runs: paired results, design and regime, arms, ladders."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from dlfp.analysis.labels import device, source_line, stock_budget
+from dlfp.analysis.runs import RunData, trial_rows
+from dlfp.analysis.stats import effect_words, paired, reductions
+from dlfp.trials.config import REFERENCE
+from dlfp.trials.design import Rules
+from dlfp.trials.runfolder import complete_units
+
+HEADLINE = ("itl_p99_ms", "ttft_p99_ms")
+
+
+def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Was the run inside its design's regime? Predicted problems (before the trials) and the
+    realized share of stock's gaps that are prefill stalls (above T*, the quantity the design
+    predicts), against the design rules' bounds."""
+    rows = trial_rows(run) if rows is None else rows
+    design = run.manifest.get("design") or {}
+    rules = Rules(**design["rules"]) if "rules" in design else Rules()
+    stock = rows[rows.arm == REFERENCE]
+    realized = float(stock.long_gap_share.mean()) if len(stock) else math.nan
+    flags = [f"predicted: {p}" for p in design.get("problems", [])]
+    if not math.isnan(realized) and realized < rules.realized_min_stall_share:
+        flags.append(f"stock's prefill stalls (gaps above T*) were {realized:.2%} of gaps, below the "
+                     f"{rules.realized_min_stall_share:.1%} a pooled P99 reliably sees")
+    if not math.isnan(realized) and realized > rules.max_stall_share:
+        flags.append(f"stock's prefill stalls (gaps above T*) were {realized:.1%} of gaps, above "
+                     f"{rules.max_stall_share:.0%}: not a tail")
+    if "design" not in run.manifest:
+        flags.append("no design record (run made before pre-flight designs)")
+    if run.partial:
+        flags.append(f"partial run (status {run.manifest['status']})")
+    return {"predicted_stall_share": (design.get("predicted") or {}).get("stall_share", math.nan),
+            "realized_stall_share": realized, "flags": flags,
+            "verdict": "in regime" if not flags else "OUTSIDE REGIME: " + "; ".join(flags)}
+
+
+def design_table(runs: list[RunData], outcome: bool = False) -> pd.DataFrame:
+    """Per run: what its pre-flight measured, the design derived from it (rules version), the stall
+    share it predicted for stock and the one measured afterwards, and the regime verdict; with
+    ``outcome``, also DLFP's paired P99 ITL reduction and what it says."""
+    out = []
+    for run in runs:
+        design = run.manifest.get("design") or {}
+        m, p = design.get("measured") or {}, design.get("predicted") or {}
+        rows = trial_rows(run)
+        cfg, verdict = run.config, regime(run, rows)
+        out.append({
+            "run": run.path.name, "design": design.get("kind", "none (run predates designs)"),
+            "rules": design.get("rules_version", math.nan), "inputs": m.get("source", ""),
+            "decode step d (ms)": 1e3 * m.get("decode_s", math.nan),
+            "prefill fixed a (ms)": 1e3 * m.get("prefill_fixed_s", math.nan),
+            "prefill per token b (us)": 1e6 * m.get("prefill_per_token_s", math.nan),
+            "arrival rate (req/s)": cfg.workload["rate_rps"],
+            "long share": p.get("long_share", math.nan),
+            "DLFP target T* (ms)": 1e3 * p.get("target_s", math.nan),
+            "predicted stall (ms)": 1e3 * p.get("stall_s", math.nan),
+            "TPOT SLO (ms)": 1e3 * cfg.tpot_slo_s, "TTFT SLO (ms)": 1e3 * cfg.ttft_slo_s,
+            "prefill stalls predicted, stock (% of gaps)": 100 * p.get("stall_share", math.nan),
+            "prefill stalls measured, stock (% of gaps above T*)": 100 * verdict["realized_stall_share"],
+            "regime": verdict["verdict"],
+        })
+        if outcome and "dlfp" in run.arms:
+            itl = paired(rows, "itl_p99_ms")
+            out[-1].update({"engine threads": (run.manifest.get("engine_env") or {}).get("VLLM_CPU_OMP_THREADS_BIND",
+                                                                                         "not recorded"),
+                            "P99 ITL reduction (%)": itl["mean_pct"], "ITL CI lo (%)": itl.get("t_lo", math.nan),
+                            "ITL CI hi (%)": itl.get("t_hi", math.nan), "DLFP on P99 ITL": effect_words(itl)})
+    return pd.DataFrame(out)
+
+
+def trials_table(runs: list[RunData]) -> pd.DataFrame:
+    """Per run: trials x requests, DLFP's mean P99 ITL reduction, its paired 95% CI and the CI's
+    width, and the wall time of all arms (engine starts included): which split of the same work
+    into trials gives the tighter interval."""
+    out = []
+    for run in runs:
+        p = paired(trial_rows(run), "itl_p99_ms")
+        lo, hi = p.get("t_lo", math.nan), p.get("t_hi", math.nan)
+        out.append({
+            "run": run.path.name, "trials": len(run.trials), "requests per trial": run.config.workload["n_requests"],
+            "P99 ITL reduction (%)": p["mean_pct"], "CI lo (%)": lo, "CI hi (%)": hi, "CI width (points)": hi - lo,
+            "arms' wall time (s)": sum(u.get("wall_s", 0.0) for u in complete_units(run.manifest)),
+        })
+    return pd.DataFrame(out).set_index("run")
+
+
+def paper_table(rows: pd.DataFrame, arm: str = "dlfp") -> pd.DataFrame:
+    """The paper's table: per trial P99 ITL and TTFT of stock and ``arm``, reductions, stalls, SLO,
+    failures, agreement."""
+    wide = rows.pivot(index="trial", columns="arm")
+    table = pd.DataFrame({
+        "seed": wide[("seed", REFERENCE)],
+        "P99 ITL stock (ms)": wide[("itl_p99_ms", REFERENCE)],
+        "P99 ITL DLFP (ms)": wide[("itl_p99_ms", arm)],
+        "ITL reduction (%)": reductions(rows, "itl_p99_ms", arm),
+        "P99 TTFT stock (ms)": wide[("ttft_p99_ms", REFERENCE)],
+        "P99 TTFT DLFP (ms)": wide[("ttft_p99_ms", arm)],
+        "TTFT change (%)": [-r for r in reductions(rows, "ttft_p99_ms", arm)],
+        "gaps > ITL SLO, stock (%)": 100 * wide[("stall_share", REFERENCE)],
+        "gaps > ITL SLO, DLFP (%)": 100 * wide[("stall_share", arm)],
+        "SLO stock": wide[("slo_compliance", REFERENCE)],
+        "SLO DLFP": wide[("slo_compliance", arm)],
+        "failures": wide[("n_failed", REFERENCE)] + wide[("n_failed", arm)],
+        "output agreement": wide[("agreement_rate", arm)],
+    })
+    table.index.name = "trial"
+    return table
+
+
+def arms_table(run: RunData, rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every arm against stock: mean P99 ITL (pooled and per request), P99 TTFT, stalls,
+    throughput, and the paired reduction of P99 ITL with its t interval."""
+    rows = trial_rows(run) if rows is None else rows
+    out = []
+    for arm in run.arms:
+        mine = rows[rows.arm == arm]
+        p = paired(rows, "itl_p99_ms", arm) if arm != REFERENCE else {}
+        t = paired(rows, "ttft_p99_ms", arm) if arm != REFERENCE else {}
+        out.append({
+            "arm": arm, "settings": run.config.arm_label(arm),
+            "P99 ITL (ms)": mine.itl_p99_ms.mean(), "P99 per-request ITL (ms)": mine.itl_req_p99_ms.mean(),
+            "P99 TTFT (ms)": mine.ttft_p99_ms.mean(), "gaps > ITL SLO (%)": 100 * mine.stall_share.mean(),
+            "worst gap (ms)": mine.worst_gap_ms.max(), "throughput (tok/s)": mine.output_throughput_tps.mean(),
+            "ITL reduction vs stock (%)": p.get("mean_pct", math.nan),
+            "ITL CI lo (%)": p.get("t_lo", math.nan), "ITL CI hi (%)": p.get("t_hi", math.nan),
+            "TTFT change vs stock (%)": -t.get("mean_pct", math.nan) if t else math.nan,
+            "output agreement": mine.agreement_rate.mean(),
+        })
+    return pd.DataFrame(out)
+
+
+def interval_divergence(steps: pd.DataFrame) -> float:
+    """Median relative gap between the two feedback signals over mixed steps.
+
+    For step ``j``: the scheduler-call interval that follows it (``s_(j+1) - s_j``, the
+    paper's signal) against its completion cadence (``c_j - c_(j-1)``, the completion-timed
+    signal). Near 0 in synchronous engines; under async scheduling the first measures a
+    neighbouring step, the mechanism the paper blames for its negative result.
+    """
+    s = steps.sort_values("step")
+    sched = s.schedule_t.shift(-1) - s.schedule_t
+    comp = s.complete_t - s.complete_t.shift(1)
+    mixed = (s.prefill_tokens > 0) & (s.decode_reqs > 0) & sched.notna() & (comp > 0)
+    if not mixed.any():
+        return math.nan
+    return float(((sched[mixed] - comp[mixed]).abs() / comp[mixed]).median())
+
+
+def generalization_table(runs: list[RunData], arm: str = "dlfp") -> pd.DataFrame:
+    """One row per run (model shape, TP size): ``arm``'s effect, stalls, regime, signal divergence."""
+    out = []
+    for run in runs:
+        rows = trial_rows(run)
+        if rows.empty or arm not in run.arms:
+            continue
+        engine, sim = run.config.engine, run.config.engine.sim
+        itl, ttft = paired(rows, "itl_p99_ms", arm), paired(rows, "ttft_p99_ms", arm)
+        div = [interval_divergence(run.tables[(k, arm)]["steps"]) for k in run.trials]
+        params = run.config.engine_for(arm).dlfp
+        out.append({
+            "run": run.path.name, "model": engine.model,
+            "device": f"{sim.get('profile', 'a100')} (modeled)" if sim is not None else device(run.manifest),
+            "TP": sim.get("tp", 1) if sim is not None else engine.tensor_parallel_size,
+            "DLFP variant": ", ".join(f"{k}={v}" for k, v in sorted(params.items())
+                                      if k not in ("itl_slo_ms", "enabled", "step_log")) or "paper's law",
+            "design": (run.manifest.get("design") or {}).get("kind", "none"),
+            "stock budget": stock_budget(run),
+            "trials": len(run.trials),
+            "P99 ITL stock (ms)": rows[rows.arm == REFERENCE].itl_p99_ms.mean(),
+            "P99 ITL DLFP (ms)": rows[rows.arm == arm].itl_p99_ms.mean(),
+            "ITL reduction (%)": itl["mean_pct"],
+            "ITL CI lo (%)": itl.get("t_lo", math.nan), "ITL CI hi (%)": itl.get("t_hi", math.nan),
+            "TTFT reduction (%)": ttft["mean_pct"],
+            "prefill stalls stock (% of gaps)": 100 * rows[rows.arm == REFERENCE].long_gap_share.mean(),
+            "gaps > ITL SLO, stock (%)": 100 * rows[rows.arm == REFERENCE].stall_share.mean(),
+            "gaps > ITL SLO, DLFP (%)": 100 * rows[rows.arm == arm].stall_share.mean(),
+            "signal divergence": float(pd.Series(div).median()),
+            "regime": regime(run, rows)["verdict"],
+            "source": source_line(run),
+        })
+    return pd.DataFrame(out)

@@ -1,0 +1,92 @@
+"""The DLFP control law as pure logic: no vLLM import, unit-testable in microseconds.
+
+DLFP acts only on prefill work that would share an engine step with running decodes.
+For such a *mixed* step it caps the step's prefill tokens at a chunk ``C``. After a
+*guarded* cycle it updates ``C`` by proportional feedback on an observed interval ``T``
+toward a target ``T*``:
+
+    C <- clamp(C * (1 + k * (T* - T) / T*), C_min, C_max)
+
+An interval above target never grows the chunk, one below never shrinks it. With no
+decodes running, or no prefill waiting, the step is unrestricted (full token budget)
+and ``C`` is left alone.
+
+The paper's law grows ``C`` after any fast guarded cycle, including one whose prefill was
+a short prompt far below the cap: a fast step then says nothing about a bigger chunk, yet
+``C`` climbs to ``chunk_max`` between long prompts (integrator windup, in control terms),
+and the next long prompt stalls the decodes in full. ``anti_windup`` (off by default, to
+keep the paper's law) grows ``C`` only after a step whose prefill filled its cap.
+
+Which interval feeds the law is a pluggable signal (see
+:mod:`dlfp.control.signals`); the controller only sees an :class:`Observation`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlfp.control.params import DLFPParams
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One measured interval and whether it came from a guarded cycle.
+
+    A cycle is guarded when the step the interval measures really mixed prefill and
+    decode and the step being planned mixes them too (no mode switch inside the
+    measurement). Unguarded observations are recorded but never move the chunk.
+    """
+
+    interval_s: float
+    guarded: bool
+    saturated: bool = True
+    """Did the measured step's prefill fill its cap? Only then may anti-windup grow ``C``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the scheduler should do this step.
+
+    ``cap`` is the prefill-token cap for a mixed step, ``None`` for an unrestricted one.
+    ``updated`` says whether a guarded observation moved the chunk before this decision.
+    """
+
+    cap: int | None
+    updated: bool
+
+
+def next_chunk(chunk: float, interval_s: float, params: DLFPParams, target_s: float | None = None) -> float:
+    """Apply the proportional law once toward ``target_s`` (default: the parameters' T*); the
+    result always lies in [chunk_min, chunk_max]."""
+    target = params.target_interval_s if target_s is None else target_s
+    factor = 1.0 + params.gain * (target - interval_s) / target
+    return min(float(params.chunk_max), max(float(params.chunk_min), chunk * factor))
+
+
+class DLFPController:
+    """Stateful wrapper around :func:`next_chunk`: holds ``C`` between steps."""
+
+    __slots__ = ("chunk", "params")
+
+    def __init__(self, params: DLFPParams) -> None:
+        self.params = params
+        self.chunk = float(params.chunk_init)
+
+    def decide(
+        self, *, decodes_running: bool, prefill_waiting: bool, obs: Observation | None,
+        target_s: float | None = None,
+    ) -> Decision:
+        """Plan one step. Only a mixed step is capped; only a guarded cycle adapts ``C``,
+        toward ``target_s`` (default: the parameters' T*).
+
+        With control disabled the decision is always unrestricted, so a disabled arm is
+        stock vLLM scheduling with the same instrumentation.
+        """
+        if not (self.params.enabled and decodes_running and prefill_waiting):
+            return Decision(cap=None, updated=False)
+        updated = obs is not None and obs.guarded
+        if updated:
+            proposed = next_chunk(self.chunk, obs.interval_s, self.params, target_s)
+            held = self.params.anti_windup and not obs.saturated  # may shrink, never grow
+            self.chunk = min(self.chunk, proposed) if held else proposed
+        return Decision(cap=int(self.chunk), updated=updated)

@@ -1,0 +1,79 @@
+"""Per-step records written by the scheduler, read back by the harness.
+
+The engine core usually runs in its own process, so records travel through a JSON-lines
+file: one object per completed step, buffered and flushed in batches so that the
+scheduler's hot path never waits on a write (every 256 records or after a second, so a
+long-running server's log stays current). Several engine starts may append to one
+file; each start writes a header line first, so a reader can tell the runs apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from dlfp.control.signals import StepRecord
+
+FLUSH_EVERY = 256
+FLUSH_AFTER_S = 1.0
+
+
+class StepLog:
+    """Append-only JSON-lines sink for :class:`StepRecord` objects."""
+
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._buffer: list[str] = [json.dumps({"header": header})]
+        self._closed = False
+        self._flushed_at = 0.0
+        self.flush()
+
+    def add(self, record: StepRecord) -> None:
+        self._buffer.append(json.dumps(asdict(record)))
+        if len(self._buffer) >= FLUSH_EVERY or record.schedule_t - self._flushed_at > FLUSH_AFTER_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buffer:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write("\n".join(self._buffer) + "\n")
+            self._buffer.clear()
+        self._flushed_at = time.monotonic()
+
+    def close(self, pending: list[StepRecord]) -> None:
+        """Write steps still awaiting completion (``complete_t`` null), then flush."""
+        if self._closed:
+            return
+        for record in pending:
+            self.add(record)
+        self.flush()
+        self._closed = True
+
+
+def read_step_log(path: str | os.PathLike[str]) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Yield ``(header, records)`` per engine start found in a step log.
+
+    A torn last line (a killed engine) is skipped rather than failing the whole read.
+    """
+    header: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "header" in obj:
+                if header is not None:
+                    yield header, records
+                header, records = obj["header"], []
+            else:
+                records.append(obj)
+    if header is not None:
+        yield header, records

@@ -1,0 +1,212 @@
+"""Engine arguments for a real vLLM engine: a weightless Qwen3 shape by default, or a checkpoint.
+
+One function builds the ``AsyncEngineArgs`` every arm uses, so a stock arm and a DLFP
+arm differ in the DLFP ``enabled`` flag alone: both run :class:`dlfp.vllm.DLFPScheduler`
+(the stock arm with control off) and both write step records.
+
+GPU settings (:class:`EngineSpec`): ``gpu_memory_utilization``, ``enforce_eager`` (CUDA graphs
+off), ``async_scheduling`` (``None``: vLLM's platform default, on for GPUs) and real weights
+(``load_format`` ``auto``/``safetensors`` with a checkpoint directory or hub id found in an
+offline cache, optionally a ``tokenizer``). ``HF_HUB_OFFLINE=1`` is always set, so nothing is
+downloaded while a trial runs; prompts stay token ids either way.
+
+Every real engine runs vLLM's own executor with completion stamps
+(:mod:`dlfp.vllm.executors`): the uniprocess one where vLLM would pick ``uni``, the
+multiprocess one where it would pick ``mp`` (tensor parallelism, and the CPU build whenever the
+engine core has its own process: its platform swaps ``uni`` for ``mp`` itself).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, get_args, get_type_hints
+
+from dlfp.control.params import parse_params
+from dlfp.paths import model_path, weight_files
+from dlfp.vllm import lifeline
+
+SCHEDULER_CLS = "dlfp.vllm.DLFPScheduler"
+TIMED_UNI = "dlfp.vllm.executors.TimedUniProcExecutor"
+TIMED_MP = "dlfp.vllm.executors.TimedMultiprocExecutor"
+MODELED = "dlfp.sim.executor.ModeledExecutor"
+LOAD_FORMATS = ("dummy", "auto", "safetensors")
+USER_OMP_BIND = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
+"""A binding the user set before dlfp was imported wins; ours is recomputed per engine (TP size)."""
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What engine to start: model, precision, budgets; ``dlfp`` is the plug-in config."""
+
+    model: str = "qwen3-tiny"
+    dtype: str = "float32"
+    max_model_len: int = 4096
+    max_num_batched_tokens: int = 4096
+    max_num_seqs: int = 64
+    long_prefill_token_threshold: int = 0
+    """vLLM's per-request prefill cap per step (0: none); a baseline arm sets it."""
+    tensor_parallel_size: int = 1
+    kv_cache_gib: int = 1
+    """KV-cache space of the CPU build (GiB); GPUs size theirs from ``gpu_memory_utilization``."""
+    seed: int = 0
+    gpu_memory_utilization: float = 0.92
+    """Share of each GPU's memory vLLM may take for weights, activations and KV cache (vLLM's
+    default; Qwen3-32B's BF16 weights alone are ~61 GiB of an 80 GB card)."""
+    enforce_eager: bool = False
+    """True: no CUDA graphs (vLLM captures them by default)."""
+    async_scheduling: bool | None = None
+    """None: vLLM's platform default (on for GPUs; the CPU platform forces it off)."""
+    load_format: str = "dummy"
+    """``dummy``: random weights in the model's shape; ``auto``/``safetensors``: the checkpoint's."""
+    tokenizer: str | None = None
+    """None: no tokenizer (token ids in and out); else a directory or hub id, loaded offline."""
+    download_dir: str | None = None
+    """Hugging Face cache holding ``model``/``tokenizer`` given as hub ids (None: HF's default cache)."""
+    dlfp: dict[str, Any] = field(default_factory=dict)
+    sim: dict[str, Any] | None = None
+    """Modeled-accelerator settings (:mod:`dlfp.sim.config`); ``None`` runs the real model."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def setting_type(cls, name: str) -> type:
+        """The type a config value of setting ``name`` must have: its default's, or for a setting
+        that defaults to None the type its annotation allows besides None."""
+        default = getattr(cls(), name)
+        if default is not None:
+            return type(default)
+        return next(t for t in get_args(get_type_hints(cls)[name]) if t is not type(None))
+
+    def __post_init__(self) -> None:
+        """Refuse what vLLM would only refuse after minutes of start-up, naming the field."""
+        u = self.gpu_memory_utilization
+        if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u <= 1:
+            raise _invalid("gpu_memory_utilization", u, "a share in (0, 1]")
+        if self.load_format not in LOAD_FORMATS:
+            raise _invalid("load_format", self.load_format, f"one of {list(LOAD_FORMATS)}")
+        if self.sim is not None and (self.load_format != "dummy" or self.async_scheduling is not None):
+            raise _invalid("load_format" if self.load_format != "dummy" else "async_scheduling",
+                           self.load_format if self.load_format != "dummy" else self.async_scheduling,
+                           "unset with engine.sim: the modeled executor loads no weights and schedules as "
+                           "engine.sim.async_scheduling says")
+        try:
+            path = model_path(self.model, self.download_dir)
+        except ValueError as exc:
+            raise _invalid("model", self.model, str(exc).split(": ", 1)[-1]) from None
+        if self.load_format != "dummy" and not weight_files(path):
+            raise _invalid("load_format", self.load_format,
+                           f"'dummy' for {self.model!r}: {path} holds no weight files (*.safetensors, *.bin); "
+                           "real weights need a checkpoint directory or a hub id in the cache")
+        if self.tokenizer is not None:
+            try:
+                model_path(self.tokenizer, self.download_dir, need="tokenizer_config.json")
+            except ValueError as exc:
+                raise _invalid("tokenizer", self.tokenizer, str(exc).split(": ", 1)[-1]) from None
+
+
+def _invalid(name: str, value: Any, allowed: str) -> ValueError:
+    return ValueError(f"config field 'engine.{name}' = {value!r} is invalid: allowed {allowed}")
+
+
+def omp_bind(cores: int, tensor_parallel_size: int) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for the CPU build: all cores, split into one group per TP rank."""
+    if cores < tensor_parallel_size:
+        raise _invalid("tensor_parallel_size", tensor_parallel_size,
+                       f"at most {cores} on this {cores}-core machine with the CPU build (one core per rank)")
+    per, extra = divmod(cores, tensor_parallel_size)
+    groups, start = [], 0
+    for rank in range(tensor_parallel_size):
+        n = per + (rank < extra)
+        groups.append(f"{start}-{start + n - 1}" if n > 1 else str(start))
+        start += n
+    return "|".join(groups)
+
+
+def cpu_environment(kv_cache_gib: int, tensor_parallel_size: int = 1) -> dict[str, str]:
+    """Environment the CPU build needs, set before vLLM is imported (see DESIGN.md).
+
+    ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` hold on GPUs too: models and tokenizers come from
+    local directories or caches, never from the network during a trial.
+    """
+    env = {
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    if USER_OMP_BIND is None and cpu_build():  # GPU workers ignore it: no core count to check there
+        env["VLLM_CPU_OMP_THREADS_BIND"] = omp_bind(os.cpu_count() or 1, tensor_parallel_size)
+    if "VLLM_LOGGING_LEVEL" not in os.environ:
+        env["VLLM_LOGGING_LEVEL"] = "ERROR"  # trials report through traces, not engine logs
+    return env
+
+
+def cpu_build() -> bool:
+    """Is the installed vLLM the CPU build (``vllm-cpu``, version ``...+cpu``)?"""
+    from dlfp.vllm.version import vllm_version
+
+    return "cpu" in vllm_version()
+
+
+def executor_backend(spec: EngineSpec, cpu: bool) -> str:
+    """The executor vLLM would choose for ``spec``, with completion stamps (module docstring)."""
+    if spec.sim is not None:
+        return MODELED  # modeled TP lives in the sim settings
+    own_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "1"
+    return TIMED_MP if spec.tensor_parallel_size > 1 or (cpu and own_process) else TIMED_UNI
+
+
+def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
+    """Keyword arguments for ``AsyncEngineArgs``/``LLM``; validates the DLFP config first."""
+    parse_params(spec.dlfp)  # refuse a bad config before an engine starts
+    additional: dict[str, Any] = {"dlfp": dict(spec.dlfp)}
+    cpu = cpu_build()
+    if spec.sim is not None:
+        from dlfp.sim.config import CONFIG_KEY, parse_sim_config
+
+        parse_sim_config({CONFIG_KEY: spec.sim})
+        additional[CONFIG_KEY] = dict(spec.sim)
+    elif cpu and spec.async_scheduling:
+        raise _invalid("async_scheduling", True, "null or false on vLLM's CPU build, whose platform forces async "
+                       "scheduling off (engine.sim models an async GPU engine)")
+    kwargs: dict[str, Any] = {
+        "model": model_path(spec.model, spec.download_dir),
+        "load_format": spec.load_format,
+        "download_dir": spec.download_dir,
+        "tokenizer": None if spec.tokenizer is None else model_path(spec.tokenizer, spec.download_dir,
+                                                                     need="tokenizer_config.json"),
+        "skip_tokenizer_init": spec.tokenizer is None,
+        "dtype": spec.dtype,
+        "max_model_len": spec.max_model_len,
+        "max_num_batched_tokens": spec.max_num_batched_tokens,
+        "max_num_seqs": spec.max_num_seqs,
+        "long_prefill_token_threshold": spec.long_prefill_token_threshold,
+        "tensor_parallel_size": spec.tensor_parallel_size,
+        "enable_prefix_caching": False,
+        "seed": spec.seed,
+        "gpu_memory_utilization": spec.gpu_memory_utilization,
+        "enforce_eager": spec.enforce_eager,
+        "async_scheduling": spec.async_scheduling,
+        "scheduler_cls": SCHEDULER_CLS,
+        "additional_config": additional,
+        "disable_log_stats": True,
+        "distributed_executor_backend": executor_backend(spec, cpu),
+    }
+    kwargs.update(spec.extra)
+    return kwargs
+
+
+def start_engine(spec: EngineSpec) -> Any:
+    """Start an ``AsyncLLM`` for ``spec``; call ``shutdown()`` on it when done.
+
+    The engine core runs in its own process (as in ``vllm serve``), so the client's event
+    loop and timestamps are not disturbed by scheduling and model execution.
+    """
+    kwargs = engine_kwargs(spec)
+    os.environ.update(cpu_environment(spec.kv_cache_gib, spec.tensor_parallel_size))
+    os.environ.update(lifeline.child_environment())  # the engine core ends with this process
+    from vllm import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))

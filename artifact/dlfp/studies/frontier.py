@@ -1,0 +1,161 @@
+"""DLFP against fixed chunks: the latency frontier a fixed token budget traces, and regret.
+
+A fixed prefill chunk trades P99 TTFT (big chunks prefill fast) against P99 ITL (small chunks
+stall decodes less); sweeping vLLM's ``max_num_batched_tokens`` traces that trade-off for one
+target (model, hardware, load). The question a reviewer asks of an adaptive controller is how far
+it lands from that frontier, and whether one set of its defaults lands near it on every target
+where no single fixed chunk does. Two measures, both from the arms table of a run:
+
+* *regret at equal TTFT*: an arm's P99 ITL minus the best P99 ITL of any fixed-budget arm whose
+  P99 TTFT is no larger, within :data:`TTFT_TOLERANCE` (undefined when the arm is faster to first
+  token than every fixed one);
+* *TTFT excess under the ITL objective*: among the arms whose P99 ITL meets the run's ITL
+  objective, the least P99 TTFT is the best achievable; an arm that meets the objective pays its
+  TTFT above that, one that misses it is marked so. A fixed budget that is best on one target and
+  misses the objective on another is the failure an adaptive controller is meant to avoid.
+
+Pure pandas over :func:`dlfp.analysis.tables.arms_table` rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from dlfp.analysis.runs import RunData, stall_threshold_s
+from dlfp.analysis.tables import arms_table
+from dlfp.trials.config import REFERENCE, ArmSpec
+
+ITL, TTFT = "P99 ITL (ms)", "P99 TTFT (ms)"
+REGRET = "ITL regret vs best fixed budget at equal TTFT (ms)"
+TTFT_TOLERANCE = 0.05
+"""A fixed budget is *at equal TTFT* with an arm when its P99 TTFT is at most this share above the
+arm's. Mean P99 TTFTs of two trials differ by a few percent between arms that prefill alike (on the
+modeled A100 with Qwen3-8B every arm lies within 278-301 ms), so a strict comparison would credit
+an arm for noise: 3 ms less TTFT would excuse any ITL."""
+GOAL_PCT = 10.0
+"""The study's goal: an adaptive controller within this share of the best fixed chunk's P99 ITL
+at equal P99 TTFT (issue 11)."""
+
+
+def kind(arm: ArmSpec) -> str:
+    """What an arm is: a fixed token budget (stock at some ``max_num_batched_tokens``, vLLM's own
+    knob), a fixed cap (a per-request threshold, a cap on mixed steps, or a two-level switch: fixed
+    numbers, chosen placement), or adaptive (DLFP's feedback moves the chunk)."""
+    if arm.dlfp is None:
+        return "fixed budget" if set(arm.engine) <= {"max_num_batched_tokens"} else "fixed cap"
+    fixed = arm.dlfp.get("chunk_min") is not None and arm.dlfp.get("chunk_min") == arm.dlfp.get("chunk_max")
+    return "fixed cap" if fixed else "adaptive"
+
+
+def frontier(points: pd.DataFrame) -> pd.DataFrame:
+    """The Pareto-efficient points (no other point has both lower TTFT and lower ITL), by TTFT."""
+    ordered = points.sort_values([TTFT, ITL])
+    best, keep = math.inf, []
+    for i, row in ordered.iterrows():
+        if row[ITL] < best:
+            keep.append(i)
+            best = row[ITL]
+    return ordered.loc[keep]
+
+
+def regret(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (arms_table rows with a ``kind`` column and the run's ``itl objective (ms)``) with
+    regret at equal TTFT and TTFT excess under the ITL objective (module docstring)."""
+    fixed = table[table.kind == "fixed budget"]
+    out = table.copy()
+
+    def at_equal_ttft(row: Any) -> float:
+        eligible = fixed[fixed[TTFT] <= row[TTFT] * (1 + TTFT_TOLERANCE)]
+        return float(row[ITL] - eligible[ITL].min()) if len(eligible) else math.nan
+
+    out[REGRET] = out.apply(at_equal_ttft, axis=1)
+    meets = out[ITL] <= out["itl objective (ms)"]
+    best_ttft = out.loc[meets, TTFT].min() if meets.any() else math.nan
+    out["meets ITL objective"] = meets
+    out["TTFT excess over best arm meeting it (%)"] = [
+        100 * (t / best_ttft - 1) if ok and not math.isnan(best_ttft) else math.nan
+        for t, ok in zip(out[TTFT], meets, strict=True)]
+    return out
+
+
+def run_table(run: RunData) -> pd.DataFrame:
+    """A baselines run's arms table with each arm's kind, the ITL objective, and :func:`regret`."""
+    t = arms_table(run)
+    t["kind"] = [kind(run.config.arm(a)) for a in t.arm]
+    t["itl objective (ms)"] = stall_threshold_s(run.config) * 1e3
+    return regret(t)
+
+
+def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per arm name, across targets: does it meet the ITL objective, and at what TTFT excess?
+
+    The answer to "does one set of DLFP defaults land near the frontier on every target, where
+    no single fixed chunk does?" is read off this table: one row per arm, one column per target.
+    """
+    cells: dict[str, dict[str, str]] = {}
+    for target, t in tables.items():
+        for _, row in t.iterrows():
+            text = (f"{row['TTFT excess over best arm meeting it (%)']:+.0f}% TTFT" if row["meets ITL objective"]
+                    else f"misses ITL ({row[ITL]:.0f} > {row['itl objective (ms)']:.0f} ms)")
+            cells.setdefault(row["arm"], {})[target] = text
+    order = sorted(cells, key=lambda a: (a != REFERENCE, a))
+    return pd.DataFrame([{"arm": a, **cells[a]} for a in order]).set_index("arm")
+
+
+def relative_regret(table: pd.DataFrame) -> pd.Series:
+    """Regret at equal TTFT as a percentage of the best fixed budget's P99 ITL there, per arm;
+    ``-inf`` where the arm is faster to first token than every fixed budget (none is comparable,
+    so none beats it), by arm name."""
+    best_fixed = table[ITL] - table[REGRET]
+    pct = 100 * table[REGRET] / best_fixed
+    return pd.Series(pct.where(table[REGRET].notna(), -math.inf).to_numpy(), index=table["arm"])
+
+
+def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
+    """The study's question in one sentence, from the runs: which adaptive arm (one set of
+    defaults) lands within :data:`GOAL_PCT` of the best fixed budget at equal TTFT on every target,
+    and which fixed budget meets the ITL objective on every target; naming the targets not run."""
+    missing = [t for t in targets if t not in tables]
+    ran = [t for t in targets if t in tables]
+    if not ran:
+        return "not testable: no baselines run"
+    scope = f"on the {len(ran)} targets run" + (f" (not run: {', '.join(missing)})" if missing else "")
+    adaptive = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "adaptive", "arm"]})
+    regrets = {t: relative_regret(tables[t]) for t in ran}
+    pct = {a: {t: regrets[t].get(a, math.inf) for t in ran} for a in adaptive}  # inf: not in that run
+    hits = {a: [t for t in ran if pct[a][t] <= GOAL_PCT] for a in adaptive}
+    winners = [a for a in adaptive if len(hits[a]) == len(ran)]
+    if winners:
+        text = f"{', '.join(winners)} lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT {scope}"
+    elif adaptive:
+        best = max(adaptive, key=lambda a: (len(hits[a]), -max(pct[a].values())))
+        worst = max(ran, key=lambda t: pct[best][t])
+        gap = "is not in the run" if math.isinf(pct[best][worst]) else f"is {pct[best][worst]:.0f}% above it"
+        text = (f"no adaptive controller lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT "
+                f"{scope}; the closest, {best}, does on {len(hits[best])} of {len(ran)} and {gap} on {worst}")
+    else:
+        return f"not testable: no adaptive arm {scope}"
+    fixed = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "fixed budget", "arm"]})
+    rows = {t: tables[t].set_index("arm") for t in ran}
+    everywhere = [a for a in fixed if all(bool(rows[t]["meets ITL objective"].get(a, False)) for t in ran)]
+    single = [a for a in everywhere if len({rows[t].at[a, "settings"] for t in ran}) == 1]
+    derived = [a for a in everywhere if a not in single]
+    text += ("; single fixed budgets that meet the ITL objective on every one of them: " + ", ".join(single)
+             if single else "; no single fixed budget meets the ITL objective on every one of them")
+    if derived:
+        text += f" (budgets derived per target that do: {', '.join(derived)})"
+    return text + "."
+
+
+def ttft_spread(tables: dict[str, pd.DataFrame]) -> str:
+    """Per target, the range of P99 TTFT over the fixed budgets: what a small chunk costs in time
+    to first token there, which decides how much room an adaptive chunk has."""
+    parts = []
+    for target, t in tables.items():
+        fixed = t[t.kind == "fixed budget"]
+        lo, hi = fixed[TTFT].min(), fixed[TTFT].max()
+        parts.append(f"{target} {lo:.0f}-{hi:.0f} ms ({100 * (hi / lo - 1):.0f}% apart)")
+    return "; ".join(parts) if parts else "no baselines run"

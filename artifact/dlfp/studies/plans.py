@@ -1,0 +1,194 @@
+"""The studies beyond the paper's two arms: baselines, sensitivity, and explanations of its failure.
+
+Each study is a list of paired-trial runs (one run folder each, every arm of a run on the same
+seeded workload and the same pre-flight design), built here as validated configs and run by
+``dlfp study <name> --out DIR`` (sequentially; each run resumes like any other). The results
+chapter renders the committed folders (``data/runs/study-*``).
+
+* **baselines**: on each target (the CPU engine; the modeled A100 with Qwen3-0.6B, 8B, 32B and
+  8B at TP=2; the modeled H200 with 8B) every arm of :data:`BASELINE_ARMS`: vLLM's own knobs
+  (a ``max_num_batched_tokens`` sweep, ``long_prefill_token_threshold``), a fixed cap on mixed
+  steps at the chunk DLFP's target implies (DLFP's placement without feedback), a Sarathi-style
+  budget from the same target, a P-PAS-style two-level switch, DLFP with the paper's signal, with
+  the completion signal and with anti-windup, DLFP with one absolute target for every model, and
+  the controller proposed here (target from the measured decode step, completion signal).
+* **sensitivity**: on the modeled A100 with Qwen3-0.6B (the paper's success), DLFP's gain,
+  target fraction and ``chunk_min`` as arms of one run; and, on the CPU engine and on that modeled
+  target, the design's stall share swept over runs (from far below to above what a pooled P99
+  sees: refusal off, recorded) with three trials each, to measure where DLFP's gain turns into a
+  loss. The stall share is set through the long-prompt arrival rate, so the sweep is also the
+  study's arrival-rate sweep.
+* **explanations**: the paper blames its negative result on the async scheduler-call interval.
+  Beside that (arms ``dlfp`` vs ``dlfp-completion`` of the baselines study) and one absolute
+  target for every model size (arm ``dlfp-abs-target``), two more candidates as variants of the
+  modeled study on the four paper settings: host-bound small models (a counterfactual profile with
+  a tenth of the host time per step) and stalls too rare to reach the pooled P99 (a design at
+  0.5% stall share).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dlfp.paths import CONFIGS
+from dlfp.trials.config import TrialConfig, merge, parse_config
+
+CPU_BASE = CONFIGS / "cpu-default.yaml"
+SIM_BASE = CONFIGS / "sim-generalization.yaml"
+TRIALS, REQUESTS = 2, 60
+MODELED_CLASSES = [
+    {"name": "short", "weight": 0.85, "prompt_len": {"uniform": [32, 256]}, "output_len": {"uniform": [64, 160]}},
+    {"name": "long", "weight": 0.15, "prompt_len": {"uniform": [1536, 2048]}, "output_len": {"uniform": [8, 32]}},
+]
+"""The studies' request mix on modeled targets: the generalization study's (configs/a100.yaml's,
+4-7k-token prompts) with 1.5-2k-token long prompts instead, so that the many arms of a study run
+in hours rather than a day on two cores (a Qwen3-32B step is modeled in real time); the design
+derives each run's rate from it as always."""
+ABSOLUTE_ITL_SLO_MS = 100.0
+"""The one ITL objective the ``dlfp-abs-target`` arm uses for every model (the artifact's CPU
+default, and the most common interactive ITL SLO in vLLM's own benchmarks)."""
+
+MODELED_TARGETS: dict[str, dict[str, Any]] = {
+    "a100-qwen3-0.6b": {"profile": "a100", "model": "qwen3-0.6b", "tp": 1},
+    "a100-qwen3-8b": {"profile": "a100", "model": "qwen3-8b", "tp": 1},
+    "a100-qwen3-32b": {"profile": "a100", "model": "qwen3-32b", "tp": 1},
+    "a100-qwen3-8b-tp2": {"profile": "a100", "model": "qwen3-8b", "tp": 2},
+    "h200-qwen3-8b": {"profile": "h200", "model": "qwen3-8b", "tp": 1},
+}
+PAPER_TARGETS = ("a100-qwen3-0.6b", "a100-qwen3-8b", "a100-qwen3-32b", "a100-qwen3-8b-tp2")
+"""The paper's settings: its success (0.6B) and its three failures."""
+
+FIXED_BUDGETS = (256, 512, 1024, 2048)
+_CAP = {"chunk_min": "@target_chunk", "chunk_max": "@target_chunk", "chunk_init": "@target_chunk"}
+BASELINE_ARMS: list[dict[str, Any]] = [
+    {"name": "stock"},
+    *({"name": f"mbt-{b}", "engine": {"max_num_batched_tokens": b}} for b in FIXED_BUDGETS),
+    {"name": "lpt-256", "engine": {"long_prefill_token_threshold": 256}},
+    {"name": "cap", "dlfp": _CAP},
+    {"name": "sarathi", "engine": {"max_num_batched_tokens": "@sarathi_budget"}},
+    {"name": "ppas", "dlfp": {**_CAP, "pressure_decodes": 2}},
+    {"name": "dlfp", "dlfp": {}},
+    {"name": "dlfp-completion", "dlfp": {"signal": "completion"}},
+    {"name": "dlfp-antiwindup", "dlfp": {"anti_windup": True}},
+    {"name": "dlfp-abs-target", "dlfp": {"itl_slo_ms": ABSOLUTE_ITL_SLO_MS}},
+    {"name": "dlfp-decode", "dlfp": {"target": "decode", "signal": "completion", "anti_windup": True}},
+]
+"""Every arm of the baselines study; the study's text (module docstring) says what each is."""
+
+SENSITIVITY_ARMS: list[dict[str, Any]] = [
+    {"name": "stock"},
+    {"name": "dlfp", "dlfp": {}},
+    {"name": "gain-0.25", "dlfp": {"gain": 0.25}},
+    {"name": "gain-1.0", "dlfp": {"gain": 1.0}},
+    {"name": "tf-0.25", "dlfp": {"target_fraction": 0.25}},
+    {"name": "tf-0.75", "dlfp": {"target_fraction": 0.75}},
+    {"name": "cmin-8", "dlfp": {"chunk_min": 8}},
+    {"name": "cmin-128", "dlfp": {"chunk_min": 128}},
+]
+STALL_SHARES: dict[str, tuple[float, ...]] = {
+    "cpu-tiny": (0.0025, 0.005, 0.01, 0.02, 0.04),
+    "a100-qwen3-0.6b": (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08),
+}
+"""The regime sweep per target: around the 1% a pooled P99 sees, from a quarter of it to several
+times it (the CPU engine's arms cost a minute of engine start each, so it has one point fewer)."""
+REGIME_TRIALS = 3
+"""Trials per sweep point: a paired t interval on two trials has one degree of freedom (t = 12.7)
+and cannot place a boundary; three (t = 4.3) can."""
+SENSITIVITY_TARGET = "a100-qwen3-0.6b"
+RARE_STALL_SHARE = 0.005
+FAST_HOST_PROFILE = "a100-fast-host"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def _common(trials: int, requests: int) -> dict[str, Any]:
+    return {"trials": trials, "workload": {"n_requests": requests}}
+
+
+def target_config(target: str, over: dict[str, Any]) -> dict[str, Any]:
+    """The raw config of one target (``cpu-tiny`` or a key of :data:`MODELED_TARGETS`) with ``over``."""
+    if target == "cpu-tiny":
+        return merge(_load(CPU_BASE), {"name": f"study-{target}", **over})
+    if target not in MODELED_TARGETS:
+        raise ValueError(f"unknown study target {target!r}: use cpu-tiny or one of {sorted(MODELED_TARGETS)}")
+    t = MODELED_TARGETS[target]
+    base = _load(SIM_BASE)
+    sim = {**base["engine"]["sim"], "profile": t["profile"], "tp": t["tp"]}
+    base["workload"]["classes"] = MODELED_CLASSES
+    return merge(base, {"name": f"study-{target}", "engine": {"model": t["model"], "sim": sim}, **over})
+
+
+def baselines(trials: int = TRIALS, requests: int = REQUESTS,
+              targets: tuple[str, ...] = ("cpu-tiny", *MODELED_TARGETS)) -> list[tuple[Path, TrialConfig]]:
+    """One run per target with every baseline arm."""
+    return [(Path(t), parse_config(target_config(t, {**_common(trials, requests), "arms": BASELINE_ARMS})))
+            for t in targets]
+
+
+def sensitivity(trials: int = TRIALS, requests: int = REQUESTS) -> list[tuple[Path, TrialConfig]]:
+    """DLFP's parameters as arms of one run; the design's stall share swept over runs per target
+    (at least :data:`REGIME_TRIALS` trials each, whatever ``trials`` says)."""
+    plan = [(Path("params"), parse_config(target_config(SENSITIVITY_TARGET, {**_common(trials, requests),
+                                                                             "arms": SENSITIVITY_ARMS,
+                                                                             "name": "study-sensitivity"})))]
+    sweep = _common(max(trials, REGIME_TRIALS), requests)
+    for target, shares in STALL_SHARES.items():
+        for share in shares:
+            design = {"kind": "scaled", "stall_share": share, "min_stall_share": min(share, 0.015), "enforce": False}
+            raw = target_config(target, {**sweep, "design": design, "name": f"study-stalls-{target}-{share}"})
+            plan.append((Path(f"stalls-{target}-{share}"), parse_config(raw)))
+    return plan
+
+
+def explanations(trials: int = TRIALS, requests: int = REQUESTS) -> list[tuple[Path, TrialConfig]]:
+    """The paper's four settings with a host-bound-free counterfactual profile, and with rare stalls."""
+    common = _common(trials, requests)
+    plan = []
+    for target in PAPER_TARGETS:
+        raw = target_config(target, common)
+        raw["engine"]["sim"]["profile"] = FAST_HOST_PROFILE
+        plan.append((Path(f"fast-host-{target}"), parse_config({**raw, "name": f"study-fast-host-{target}"})))
+        design = {"kind": "scaled", "stall_share": RARE_STALL_SHARE, "min_stall_share": RARE_STALL_SHARE,
+                  "enforce": False}
+        raw = target_config(target, {**common, "design": design, "name": f"study-rare-stalls-{target}"})
+        plan.append((Path(f"rare-stalls-{target}"), parse_config(raw)))
+    return plan
+
+
+STUDIES = {"baselines": baselines, "sensitivity": sensitivity, "explanations": explanations}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="dlfp study", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("study", choices=sorted(STUDIES))
+    ap.add_argument("--out", type=Path, required=True, help="root folder; one run folder per entry below it")
+    ap.add_argument("--trials", type=int, default=TRIALS)
+    ap.add_argument("--requests", type=int, default=REQUESTS)
+    ap.add_argument("--only", nargs="+", help="run only these entries (folder names)")
+    ap.add_argument("--list", action="store_true", help="print the plan and exit")
+    ap.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
+    args = ap.parse_args(argv)
+    plan = STUDIES[args.study](args.trials, args.requests)
+    if args.only:
+        unknown = sorted(set(args.only) - {str(d) for d, _ in plan})
+        if unknown:
+            raise ValueError(f"--only {unknown}: not in the {args.study} plan {[str(d) for d, _ in plan]}")
+        plan = [(d, c) for d, c in plan if str(d) in args.only]
+    for folder, cfg in plan:
+        print(f"{args.out / folder}: {cfg.name}, {len(cfg.seeds)} trials x {len(cfg.arms)} arms "
+              f"({', '.join(cfg.arm_names)})", file=sys.stderr)
+    if args.list:
+        return 0
+    from dlfp.trials.runner import run_trials
+
+    for folder, cfg in plan:
+        print(f"{args.out / folder}: {run_trials(cfg, args.out / folder, allow_dirty=args.allow_dirty)['status']}")
+    return 0

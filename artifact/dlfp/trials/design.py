@@ -1,0 +1,319 @@
+"""The trial design: load, latency target and SLOs derived from what the engine measures.
+
+A design fixed in absolute units (requests per second, an ITL SLO in milliseconds) means
+different things on different machines. Stock vLLM's prefill stalls reach a pooled P99 of
+inter-token gaps only when they are more than about 1% of all gaps, and their share is
+
+    s = L k / ((1 - u) / d + L k),   u = L P,
+
+for long prompts arriving at rate ``L``, each prefilled by stock in ``k`` steps taking ``P``
+seconds in all, and decodes stepping every ``d`` seconds in between (every decoder sees every
+stall once; the engine spends ``u`` of its time on long prefills). ``s`` depends on the ratio
+``P / d``, a property of model, prompt length and hardware, and on the load ``u``. A design
+tuned on one machine lands at 4% on it and at 0.5% on a machine with relatively faster decode
+steps, where DLFP can only lose. So every run measures ``d`` and the prefill cost first (a
+pre-flight on the real engine, :mod:`dlfp.trials.preflight`; on a modeled accelerator the same code
+measures the modeled engine) and :func:`derive` sets, by the rules below:
+
+* the long-prompt load ``u`` that puts stock's stalls at ``stall_share`` of all gaps
+  (inverting the formula above), hence the long-prompt rate ``L = u / P``; where the engine's
+  capacity (``max_load``, in every arm) does not allow that, the largest share that fits, but
+  not less than ``min_stall_share``;
+* the short-request rate that keeps ``decoders`` requests decoding on average (Little's law
+  with the mean short output length), hence the arrival rate and the long-prompt share;
+* DLFP's target interval ``T* = target_overheads x (d + a)``, a few times the fixed part ``d + a``
+  of a mixed step (the decode step plus the fixed cost of carrying prefill): the share of each
+  of DLFP's mixed steps that does useful prefill work, hence how much longer DLFP's prefills
+  take than stock's, is then the same on every machine (the ITL objective ``itl_slo_ms`` is
+  ``T* / target_fraction``);
+* SLOs: TPOT at the ITL objective, TTFT at ``ttft_stalls`` stock stalls.
+
+It then refuses designs in which the comparison cannot show anything: predicted stall share
+below ``min_stall_share`` (a pooled P99 would not see the stalls), target not below the
+predicted stall (DLFP never acts), or predicted engine load (prefill time of stock, and of
+DLFP, whose chunks each carry a decode step) above ``max_load`` (the queue would grow without
+bound). A *fixed* design (the paper's style: the config's rate and targets as written, one SLO
+for every model) is derived nothing but checked the same way.
+
+Pure arithmetic; the modeled study (:mod:`dlfp.studies.generalization`) and the real runs share it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from dlfp.trials.prediction import (
+    Measured,
+    Prediction,
+    Workload,
+    long_class_index,
+    long_weight_share,
+    predict,
+    scaled_rates,
+    workload_facts,
+)
+
+RULES_VERSION = 1
+"""Bumped whenever a rule's formula or default changes; recorded with every derived design."""
+
+
+KINDS = ("scaled", "fixed")
+
+
+class DesignError(ValueError):
+    """A design the comparison cannot test, refused before any trial (names the numbers)."""
+
+
+RULE_DOCS: dict[str, str] = {
+    "stall_share": "Stock's prefill stalls as a share of all inter-token gaps (scaled designs aim here).",
+    "min_stall_share": "Below this a pooled P99 of gaps does not reliably see the stalls: refused.",
+    "max_stall_share": "Above this stalls are the common case, not the tail: flagged after the run.",
+    "decoders": "Mean number of requests decoding (Little's law over the short requests).",
+    "target_overheads": "DLFP's target interval in mixed-step fixed parts: T* = target_overheads x (d + a).",
+    "max_load": "Largest predicted share of engine time spent prefilling, in any arm.",
+    "stall_over_target": "Scaled designs lengthen long prompts (where needed) until stock's stall lasts this many T*.",
+    "min_stall_over_target": "The predicted stall must exceed DLFP's target by this factor, or DLFP has nothing to do.",
+    "ttft_stalls": "TTFT SLO in stock stalls (queueing allowance for long prompts).",
+    "realized_min_stall_share": "After the run: stock's measured stall share below this flags the run out of regime.",
+}
+"""What each rule means; the method chapter's table of rules is generated from it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The design rules' parameters (:data:`RULE_DOCS`); a config's ``design`` mapping may override each."""
+
+    stall_share: float = 0.03
+    min_stall_share: float = 0.015
+    max_stall_share: float = 0.25
+    decoders: float = 4.0
+    target_overheads: float = 3.0
+    max_load: float = 0.8
+    stall_over_target: float = 3.0
+    min_stall_over_target: float = 1.5
+    ttft_stalls: float = 10.0
+    realized_min_stall_share: float = 0.01
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ValueError(f"config field 'design.{f.name}' = {value!r} is invalid: allowed a number > 0")
+        for name in ("stall_share", "min_stall_share", "max_stall_share", "max_load", "realized_min_stall_share"):
+            if getattr(self, name) >= 1:
+                raise ValueError(f"config field 'design.{name}' = {getattr(self, name)!r} is invalid: "
+                                 "allowed a share in (0, 1)")
+        if not self.min_stall_share <= self.stall_share <= self.max_stall_share:
+            raise ValueError(f"config field 'design.stall_share' = {self.stall_share!r} is invalid: allowed "
+                             f"[min_stall_share, max_stall_share] = [{self.min_stall_share}, {self.max_stall_share}]")
+        if self.target_overheads <= 1:
+            raise ValueError(f"config field 'design.target_overheads' = {self.target_overheads!r} is invalid: "
+                             "allowed > 1 (a mixed step's fixed part alone takes 1)")
+
+
+@dataclass(frozen=True, slots=True)
+class DesignSpec:
+    """A config's ``design`` mapping, validated: kind, rules, and whether refusals apply."""
+
+    kind: str = "scaled"
+    enforce: bool = True
+    rules: Rules = Rules()
+
+    @classmethod
+    def parse(cls, raw: Any) -> DesignSpec:
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"config field 'design' = {raw!r} is invalid: allowed a mapping")
+        known = {"kind", "enforce"} | {f.name for f in fields(Rules)}
+        unknown = sorted(set(raw) - known, key=str)
+        if unknown:
+            raise ValueError(f"unknown design setting(s) {unknown}; known: {sorted(known)}")
+        kind = raw.get("kind", "scaled")
+        if kind not in KINDS:
+            raise ValueError(f"config field 'design.kind' = {kind!r} is invalid: allowed one of {list(KINDS)}")
+        enforce = raw.get("enforce", True)
+        if not isinstance(enforce, bool):
+            raise ValueError(f"config field 'design.enforce' = {enforce!r} is invalid: allowed true or false")
+        return cls(kind, enforce, Rules(**{k: v for k, v in raw.items() if k not in ("kind", "enforce")}))
+
+
+def _largest_share(m: Measured, w: Workload, rules: Rules, target_s: float) -> float:
+    """The stall share to aim at: ``rules.stall_share``, or less where the engine's capacity
+    (``max_load``, in every arm) requires it, but not below ``min_stall_share`` (then refused)."""
+
+    def load(share: float) -> float:
+        p = predict(m, w, *scaled_rates(m, w, share, rules.decoders), target_s)
+        return max(p.stock_load, p.dlfp_load)
+
+    lo, hi = rules.min_stall_share, rules.stall_share
+    if load(hi) <= rules.max_load or load(lo) > rules.max_load:
+        return hi if load(hi) <= rules.max_load else lo
+    for _ in range(40):  # the load grows with the share: bisect for the largest that fits
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if load(mid) <= rules.max_load else (lo, mid)
+    return lo
+
+
+@dataclass(frozen=True, slots=True)
+class Design:
+    """A derived (or checked) design: overrides for the config, and what it predicts."""
+
+    kind: str
+    rules: Rules
+    measured: Measured
+    workload: Workload
+    prediction: Prediction
+    overrides: dict[str, Any]
+    problems: tuple[str, ...]
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready, for the manifest: inputs, rules and version, derived values, checks."""
+        p = self.prediction
+        return {
+            "kind": self.kind, "rules_version": RULES_VERSION, "rules": asdict(self.rules),
+            "measured": asdict(self.measured), "workload": asdict(self.workload),
+            "predicted": {**asdict(p), "rate_rps": p.rate_rps, "long_share": p.long_share},
+            "overrides": self.overrides, "problems": list(self.problems),
+        }
+
+
+def check(p: Prediction, rules: Rules) -> tuple[str, ...]:
+    """Why a design cannot show anything, one sentence per reason with its numbers (empty: fine)."""
+    problems = []
+    if p.stall_share < rules.min_stall_share:
+        problems.append(f"stock's prefill stalls are predicted at {p.stall_share:.2%} of inter-token gaps, below the "
+                        f"{rules.min_stall_share:.1%} a pooled P99 reliably sees: the comparison would be a coin toss")
+    if p.stall_s < rules.min_stall_over_target * p.target_s:
+        problems.append(f"DLFP's target interval {p.target_s * 1e3:.1f} ms is not below the predicted stall "
+                        f"{p.stall_s * 1e3:.1f} ms by {rules.min_stall_over_target}x: DLFP would have nothing to cut")
+    worst = max(p.stock_load, p.dlfp_load)
+    if worst > rules.max_load:
+        arm = "stock" if p.stock_load >= p.dlfp_load else "DLFP"
+        problems.append(f"the arrival rate {p.rate_rps:.2f} req/s would keep the engine prefilling {worst:.0%} of the "
+                        f"time in the {arm} arm (limit {rules.max_load:.0%}): beyond its capacity, queues would grow")
+    return tuple(problems)
+
+
+def _round(x: float, digits: int = 3) -> float:
+    """Round to ``digits`` significant digits, so recorded configs read cleanly."""
+    return float(f"{x:.{digits}g}")
+
+
+def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]) -> Design:
+    """The design for ``config`` (a trial config's raw mapping) from the pre-flight's measurements.
+
+    A scaled design returns config overrides (rate, class weights, ``dlfp.itl_slo_ms``, SLOs); a
+    fixed one none. Both are checked (:func:`check`); raise :class:`DesignError` via
+    :func:`refuse` where the caller enforces the checks.
+    """
+    rules = spec.rules
+    target_fraction = float((config.get("dlfp") or {}).get("target_fraction", 0.5))
+    if spec.kind == "fixed":
+        rate = float(config["workload"]["rate_rps"])
+        long_w = long_weight_share(config["workload"]["classes"])
+        target_s = float((config.get("dlfp") or {}).get("itl_slo_ms", 100.0)) * target_fraction / 1e3
+        p = predict(m, w, rate * long_w, rate * (1 - long_w), target_s)
+        arms = resolve_arms(config["arms"], derived_values(m, target_s, rules.decoders))
+        return Design("fixed", rules, m, w, p, {"arms": arms} if arms else {}, check(p, rules))
+    itl_slo_ms = _round(rules.target_overheads * (m.decode_s + m.prefill_fixed_s) / target_fraction * 1e3)
+    target_s = itl_slo_ms * target_fraction / 1e3
+    classes = _lengthened(config["workload"]["classes"], m, w, rules.stall_over_target * target_s)
+    w = workload_facts({**config, "workload": {**config["workload"], "classes": classes}})
+    share = _largest_share(m, w, rules, target_s)
+    p = predict(m, w, *scaled_rates(m, w, share, rules.decoders), target_s)
+    classes = _reweighted(classes, p.long_share)
+    overrides = {
+        "workload": {"rate_rps": _round(p.rate_rps), "classes": classes},
+        "dlfp": {"itl_slo_ms": itl_slo_ms},
+        "slo": {"tpot_ms": itl_slo_ms, "ttft_ms": _round(rules.ttft_stalls * p.stall_s * 1e3)},
+    }
+    p = replace(p, long_rate_rps=overrides["workload"]["rate_rps"] * p.long_share,
+                short_rate_rps=overrides["workload"]["rate_rps"] * (1 - p.long_share))
+    arms = resolve_arms(config["arms"], derived_values(m, p.target_s, rules.decoders))
+    if arms:
+        overrides["arms"] = arms
+    return Design("scaled", rules, m, w, p, overrides, check(p, rules))
+
+
+DERIVED: dict[str, str] = {
+    "@target_chunk": "prefill tokens whose mixed step lasts DLFP's target T* (from the pre-flight's fit)",
+    "@sarathi_budget": "a step token budget that lasts T* with the design's decoders in it (Sarathi-Serve's rule: "
+                       "the budget from the latency target, by profiling)",
+}
+"""Values an arm may name instead of a number; each design resolves them from its measurement."""
+
+
+def derived_values(m: Measured, target_s: float, decoders: float) -> dict[str, int]:
+    """:data:`DERIVED` for a measured engine and a target interval."""
+    chunk = max(1, round(m.chunk_for(target_s)))
+    return {"@target_chunk": chunk, "@sarathi_budget": max(1, round(chunk + decoders))}
+
+
+def resolve_arms(arms: list[Mapping[str, Any]], values: Mapping[str, int]) -> list[dict[str, Any]] | None:
+    """The arms with every :data:`DERIVED` name replaced by its value; None when no arm names one."""
+    used = False
+
+    def sub(v: Any) -> Any:
+        nonlocal used
+        if isinstance(v, str) and v in values:
+            used = True
+            return values[v]
+        return v
+
+    out = [{k: ({kk: sub(vv) for kk, vv in v.items()} if isinstance(v, Mapping) else v) for k, v in arm.items()}
+           for arm in arms]
+    return out if used else None
+
+
+def refuse(design: Design) -> None:
+    """Raise :class:`DesignError` naming every problem of ``design`` (none: return)."""
+    if design.problems:
+        p, m = design.prediction, design.measured
+        raise DesignError(
+            f"the {design.kind} design cannot test DLFP here: " + "; ".join(design.problems)
+            + f". Measured ({m.source}): decode step {m.decode_s * 1e3:.2f} ms, prefill "
+            f"{m.prefill_fixed_s * 1e3:.2f} ms + {m.prefill_per_token_s * 1e6:.1f} us/token; "
+            f"predicted stall {p.stall_s * 1e3:.1f} ms at "
+            f"{p.rate_rps:.2f} req/s. "
+            "Change the workload (shorter long prompts lower the stall, a higher load raises its share) or the design "
+            "rules, or set design.enforce: false to run it anyway (recorded, and flagged in every table)")
+
+
+def _reweighted(classes: list[Mapping[str, Any]], long_share: float) -> list[dict[str, Any]]:
+    """The classes with the long class at ``long_share`` and the others sharing the rest as before."""
+    i = long_class_index(classes)
+    others = sum(float(c.get("weight", 1.0)) for j, c in enumerate(classes) if j != i)
+    out = []
+    for j, c in enumerate(classes):
+        share = long_share if j == i else (1 - long_share) * float(c.get("weight", 1.0)) / others
+        out.append({**c, "weight": _round(share)})
+    return out
+
+
+def _lengthened(classes: list[Mapping[str, Any]], m: Measured, w: Workload, stall_s: float) -> list[dict[str, Any]]:
+    """The classes with the long class's prompts scaled up (same relative spread) until stock's stall
+    for a median long prompt lasts ``stall_s``; unchanged where it already does. A stall cannot
+    outgrow stock's budget step, and prompts stay within the model length."""
+    from dlfp.harness.workload import LengthDist
+
+    needed = min(m.chunk_for(stall_s), w.stock_budget)
+    out = [dict(c) for c in classes]
+    if needed <= w.long_prompt:
+        return out
+    i = long_class_index(classes)
+    dist = LengthDist.parse(classes[i]["prompt_len"])
+    f = needed / w.long_prompt
+    hi = min(w.max_prompt, round(dist.hi * f))
+    lo = min(hi, round(dist.lo * f))
+    if dist.kind == "lognormal":
+        prompt: Any = {"lognormal": {"median": min(hi, max(lo, round(dist.median * f))), "sigma": dist.sigma,
+                                     "min": lo, "max": hi}}
+    else:
+        prompt = {"fixed": hi} if dist.kind == "fixed" else {"uniform": [lo, hi]}
+    out[i]["prompt_len"] = prompt
+    return out

@@ -1,0 +1,149 @@
+"""A run's manifest: what it records (versions, hardware, config, units) and how a folder is opened.
+
+A folder holding another config, or a modeled run whose profile changed, is refused before any
+work; one writer at a time holds a folder's lock (:func:`exclusive`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import sys
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dlfp import __version__
+from dlfp.paths import sha256
+from dlfp.trials.config import TrialConfig, parse_config
+from dlfp.trials.provenance import resume_record, start_record
+from dlfp.trials.runfolder import KIND, MANIFEST, RunFolderError, read_manifest
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def dist_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def software_versions() -> dict[str, Any]:
+    """Versions that decide what a run measured."""
+    from dlfp.vllm.version import vllm_version
+
+    return {"dlfp": __version__, "vllm": vllm_version(), "torch": dist_version("torch"),
+            "python": platform.python_version(), "pandas": pd.__version__}
+
+
+def plan_units(config: TrialConfig) -> list[dict[str, Any]]:
+    """Trial order and arm order: trial ``k`` runs the arms rotated by ``k`` places, so each arm
+    runs in each position equally often over ``len(arms)`` trials and order effects cancel
+    (two arms: they alternate)."""
+    names = config.arm_names
+    units = []
+    for k, seed in enumerate(config.seeds):
+        r = k % len(names)
+        units += [{"trial": k, "seed": seed, "arm": arm, "status": "missing"} for arm in names[r:] + names[:r]]
+    return units
+
+
+def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[str, Any]:
+    """A fresh manifest, or the existing one when resuming the same config (from the same clean commit,
+    unless ``allow_dirty``: :mod:`dlfp.trials.provenance`)."""
+    manifest_path = out / MANIFEST
+    if manifest_path.exists():
+        manifest = read_manifest(out)
+        if normalized_config(manifest["config"]) != normalized_config(config.raw):
+            raise RunFolderError(
+                f"{out} holds a run of a different config; refusing to overwrite it "
+                "(choose another --out, or delete the folder yourself)")
+        recorded = (manifest.get("sim_profile") or {}).get("sha256")
+        if recorded is not None and recorded != sim_profile_record(config)["sha256"]:
+            raise RunFolderError(f"{out} was simulated with another version of cost profile "
+                                 f"{config.engine.sim['profile']!r}; refusing to mix them in one run")
+        if manifest["status"] != "complete":  # nothing runs for a complete one: nothing to trace
+            manifest["git"] = resume_record(manifest.get("git"), allow_dirty)
+        return manifest
+    if out.exists() and any(out.iterdir()):
+        raise RunFolderError(f"{out} exists, is not empty and has no {MANIFEST}: refusing to write there")
+    from dlfp.harness.telemetry import describe_hardware, telemetry_source
+
+    git = start_record(allow_dirty)  # refuses a dirty tree before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    return {
+        "kind": KIND, "name": config.name, "status": "running", "created": now(),
+        "versions": software_versions(), "git": git, "hardware": describe_hardware(),
+        "telemetry": telemetry_source(), "argv": sys.argv, "config": config.raw, "engine_env": engine_env(config),
+        **({"sim_profile": sim_profile_record(config)} if config.engine.sim is not None else {}),
+        "units": plan_units(config),
+    }
+
+
+RECORDED_ENV = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES")
+"""Environment that decides what an engine measures: which cores or GPUs it runs on."""
+
+
+def engine_env(config: TrialConfig) -> dict[str, str]:
+    """The :data:`RECORDED_ENV` values the run's engines get (the user's setting, else the default)."""
+    from dlfp.harness.engine import cpu_environment
+
+    env = {**cpu_environment(config.engine.kv_cache_gib, config.engine.tensor_parallel_size), **os.environ}
+    return {k: env[k] for k in RECORDED_ENV if k in env}
+
+
+def normalized_config(raw: dict[str, Any]) -> Any:
+    """A config as its parser completes it (defaults filled), JSON-round-tripped for comparison."""
+    try:
+        return json.loads(json.dumps(parse_config(raw).raw))
+    except ValueError:
+        return raw
+
+
+def sim_profile_record(config: TrialConfig) -> dict[str, Any]:
+    """The cost profile a simulated run uses: its file, checksum and every value in it.
+
+    A profile named by a shipped name can change with the package; the checksum makes
+    the run say exactly which numbers produced it, and a resume refuses another version.
+    """
+    import yaml
+
+    from dlfp.sim.config import SimConfig
+    from dlfp.sim.costmodel import PROFILE_DIR, load_profile, profile_file
+
+    name = SimConfig(**(config.engine.sim or {})).profile
+    load_profile(name)  # a clear error for a missing or invalid profile, before any engine
+    path = profile_file(name)
+    shown = f"dlfp/sim/profiles/{path.name} (shipped)" if path.parent == PROFILE_DIR else str(path)
+    return {"name": name, "file": shown, "sha256": sha256(path),
+            "values": yaml.safe_load(path.read_text(encoding="utf-8"))}
+
+
+def missing_units(manifest: dict[str, Any]) -> list[str]:
+    return [f"trial-{u['trial']}/{u['arm']}" for u in manifest["units"] if u["status"] != "complete"]
+
+
+@contextlib.contextmanager
+def exclusive(out: Path) -> Iterator[None]:
+    """Hold the run folder for this process: a second ``dlfp trial`` into it (a resubmitted job
+    while the first still runs) is refused instead of writing the same units twice. The lock is
+    ``flock`` on a file beside the folder, released by the kernel however this process ends."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.dlfp-lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunFolderError(f"{out} is being written by another dlfp process; wait for it to finish "
+                                 "(or stop it), then rerun to resume") from None
+        yield

@@ -1,0 +1,225 @@
+"""Run folders on disk: atomic writes, checksums, and verified reading.
+
+Everything that writes or reads ``data/runs/<id>/`` goes through here, below the trial
+runner, the analysis and the simulator (which all need it and must not import each other
+for it). Writers replace files in one step, so a crash never leaves half a file. Readers
+verify before they trust: the manifest's kind and status, every table's sha256 against the
+manifest, and every table's columns and types, so a hand-edited, truncated, partial or
+foreign run is refused with a message naming the file and how to recover, never read into a
+wrong number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dlfp.paths import sha256
+
+MANIFEST = "manifest.json"
+
+
+KIND = "dlfp-paired-trials"
+
+
+TABLES = ("requests", "tokens", "steps", "telemetry")
+
+
+SCHEMAS: dict[str, dict[str, str]] = {
+    "requests": {"request_id": "string", "arrival_s": "float", "send_s": "float", "first_token_s": "float",
+                 "finish_s": "float", "prompt_len": "int", "output_len_requested": "int", "output_len": "int",
+                 "status": "string"},
+    "tokens": {"request_id": "string", "index": "int", "t_s": "float", "token_id": "int"},
+    "steps": {"step": "int", "schedule_t": "float", "complete_t": "float", "prefill_tokens": "int",
+              "decode_reqs": "int"},
+    "telemetry": {"t_s": "float", "source": "string", "metric": "string", "value": "float"},
+}
+"""Columns every reader relies on, with their kind; writers may add more columns."""
+
+
+OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
+                   "hardware": dict, "git": dict, "sim_profile": dict, "engine_env": dict}
+"""Manifest fields readers use when present (null: absent), and their type."""
+
+
+DESIGN_FIELDS = {"overrides": dict, "rules": dict, "measured": dict, "predicted": dict, "problems": list,
+                 "files": dict}
+
+
+class RunFolderError(ValueError):
+    """A run folder cannot be used as asked: it would lose, mix or misread data."""
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """One table (zstd), replaced in one step like :func:`write_text_atomic`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, compression="zstd", index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The manifest of ``run_dir``, refusing a missing, corrupt or foreign one by name."""
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        raise RunFolderError(f"{run_dir} is not a run folder: it has no {MANIFEST}")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunFolderError(f"{path} is corrupt ({exc}); restore it from version control or rerun the trial "
+                             "into a new folder") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
+        kind = manifest.get("kind") if isinstance(manifest, dict) else type(manifest).__name__
+        raise RunFolderError(f"{path} is not a dlfp paired-trial manifest (kind {kind!r}, expected {KIND!r})")
+    for key, kind_ in (("units", list), ("config", dict), ("status", str)):
+        if not isinstance(manifest.get(key), kind_):
+            raise RunFolderError(f"{path}: field {key!r} is missing or not a {kind_.__name__}; the manifest "
+                                 "was edited or truncated: restore it from version control")
+    _check_fields(path, manifest)
+    return manifest
+
+
+def _check_fields(path: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a manifest whose optional fields, units or design record readers would misread."""
+    def bad(field: str, what: str) -> RunFolderError:
+        return RunFolderError(f"{path}: field {field!r} {what}; the manifest was edited or truncated: restore it "
+                              "from version control")
+
+    design = manifest.get("design") or {}
+    for where, fields, record in (("", OPTIONAL_FIELDS, manifest), ("design.", DESIGN_FIELDS, design)):
+        for key, kind_ in fields.items():
+            value = record.get(key) if isinstance(record, dict) else None
+            if (value is not None or (where and key in record)) and not isinstance(value, kind_):
+                raise bad(where + key, f"is {value!r}, not a {kind_.__name__}")
+    for i, u in enumerate(manifest["units"]):
+        trial, arm, files = (u.get("trial"), u.get("arm"), u.get("files", {})) if isinstance(u, dict) else (0, 0, 0)
+        if not (isinstance(trial, int) and not isinstance(trial, bool) and trial >= 0 and isinstance(arm, str)
+                and arm == Path(arm).name and arm not in ("", ".", "..") and isinstance(u.get("status"), str)
+                and isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
+            raise bad(f"units[{i}]", f"is {u!r}, not a {{trial, arm, status, files}} record")
+    got = [(u["trial"], u["arm"]) for u in manifest["units"]]
+    trials = manifest["config"].get("trials")
+    planned = set(got) if not isinstance(trials, int) else {(k, a) for k in range(trials) for _, a in got}
+    if len(set(got)) != len(got) or set(got) != planned:  # a unit lost or doubled would drop a trial silently
+        raise bad("units", f"lists {sorted(got)}, not each arm of each of the config's {trials!r} trials once")
+    if "rules" in design:
+        from dlfp.trials.design import Rules
+
+        try:
+            Rules(**design["rules"])
+        except (TypeError, ValueError) as exc:
+            raise bad("design.rules", f"is invalid ({exc})") from None
+    if not all(isinstance(v, str) for v in (manifest.get("workloads") or {}).values()):
+        raise bad("workloads", "holds a checksum that is not a string")
+    if not all(isinstance(v, str) for v in (design.get("files") or {}).values()):
+        raise bad("design.files", "holds a checksum that is not a string")
+
+
+def complete_units(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [u for u in manifest["units"] if u.get("status") == "complete"]
+
+
+def check_status(run_dir: Path, manifest: Mapping[str, Any], allow_partial: bool) -> None:
+    """Refuse an unfinished run unless the caller asked for its finished arms explicitly."""
+    if manifest["status"] == "complete" and any(u["status"] != "complete" for u in manifest["units"]):
+        raise RunFolderError(f"{Path(run_dir) / MANIFEST}: field 'status' says complete, but some of its units do "
+                             "not; the manifest was edited: restore it from version control")
+    if manifest["status"] == "complete" or allow_partial:
+        return
+    missing = manifest.get("missing") or [f"trial-{u.get('trial')}/{u.get('arm')}" for u in manifest["units"]
+                                          if u.get("status") != "complete"]
+    argv = " ".join(map(str, manifest.get("argv") or []))
+    raise RunFolderError(
+        f"{run_dir} is a {manifest['status']} run (missing: {', '.join(map(str, missing)) or 'none'}); rerun the "
+        f"command that made it to finish it (manifest argv: {argv or 'unknown'}), "
+        "or read its finished arms on purpose (allow_partial=True, `dlfp analyze --partial`): they are then "
+        "labelled partial")
+
+
+def verify_file(path: Path, digest: str | None) -> None:
+    """Refuse a file that is missing or whose sha256 differs from the manifest's."""
+    if not path.is_file():
+        raise RunFolderError(f"{path} is missing, but the manifest lists it; restore the run folder from version "
+                             "control, or rerun the trial into a new folder")
+    if digest is None:
+        raise RunFolderError(f"{path} has no checksum in the manifest; the manifest was edited: restore it")
+    actual = sha256(path)
+    if actual != digest:
+        raise RunFolderError(f"{path} does not match its checksum in the manifest (sha256 {actual[:12]}..., "
+                             f"recorded {digest[:12]}...): the file was changed or damaged after the run; "
+                             "restore it from version control, or rerun the trial into a new folder")
+
+
+def _kind_ok(series: pd.Series, kind: str) -> bool:
+    dtype = series.dtype
+    if kind == "float":
+        return pd.api.types.is_float_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
+    if kind == "int":
+        return pd.api.types.is_integer_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+    return (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)) and all(
+        isinstance(v, str) for v in series.dropna())
+
+
+def check_schema(df: pd.DataFrame, table: str, where: Path) -> pd.DataFrame:
+    """Refuse a table lacking a column readers rely on, or holding the wrong kind of values in it."""
+    for column, kind in SCHEMAS[table].items():
+        if column not in df.columns:
+            raise RunFolderError(f"{where}: column {column!r} is missing (a {table} table needs "
+                                 f"{sorted(SCHEMAS[table])})")
+        if not _kind_ok(df[column], kind):
+            raise RunFolderError(f"{where}: column {column!r} holds {df[column].dtype} values, expected {kind}")
+    return df
+
+
+def read_table(path: Path, table: str, digest: str | None, verify: bool = True) -> pd.DataFrame:
+    """One Parquet table of a run, checksum- and schema-verified (the metrics' own checks of
+    request and token frames are made where traces are read for numbers: :func:`dlfp.analysis.runs.load_run`)."""
+    if verify:
+        verify_file(path, digest)
+    try:
+        df = pq.read_table(path).to_pandas()
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise RunFolderError(f"{path}: cannot read it as Parquet ({exc}); restore it or rerun the trial") from None
+    return check_schema(df, table, path)
+
+
+def listed_files(run_dir: Path, manifest: Mapping[str, Any]) -> list[tuple[Path, str | None]]:
+    """Every file of the run folder its manifest vouches for, with its recorded sha256: finished
+    arms' tables, workloads and the pre-flight's step records."""
+    run_dir = Path(run_dir)
+    files = []
+    for u in complete_units(manifest):
+        for name, digest in (u.get("files") or {}).items():
+            _expected_name(run_dir, name, {f"{t}.parquet" for t in TABLES})
+            files.append((run_dir / f"trial-{u['trial']}" / u["arm"] / name, digest))
+    trials = {u["trial"] for u in manifest["units"]}
+    for name, digest in (manifest.get("workloads") or {}).items():
+        _expected_name(run_dir, name, {f"trial-{k}/workload.parquet" for k in trials})
+        files.append((run_dir / name, digest))
+    for name, digest in ((manifest.get("design") or {}).get("files") or {}).items():
+        _expected_name(run_dir, name, {PREFLIGHT_STEPS})
+        files.append((run_dir / name, digest))
+    return files
+
+
+PREFLIGHT_STEPS = "preflight/steps.parquet"
+
+
+def _expected_name(run_dir: Path, name: Any, allowed: set[str]) -> None:
+    """A file name in a manifest must be one a run writes: an edit cannot point a reader elsewhere."""
+    if name not in allowed:
+        raise RunFolderError(f"{Path(run_dir) / MANIFEST} lists a file {name!r} that no run writes (expected one of "
+                             f"{sorted(allowed)}); the manifest was edited: restore it")

@@ -1,0 +1,170 @@
+"""Paired trials: per seed, a stock arm and a DLFP arm on the same workload, traces on disk.
+
+Run folder layout (``data/runs/<id>/``)::
+
+    manifest.json                 versions, hardware, git commit, config, seeds, timings,
+                                  status, per-unit status and file checksums
+    trial-<k>/workload.parquet    the requests both arms replay
+    trial-<k>/<arm>/requests.parquet tokens.parquet steps.parquet telemetry.parquet
+
+Each arm is a unit of work: it runs in ``trial-<k>/.<arm>.partial`` and is renamed into place
+only when all its tables are written, and the manifest (itself replaced atomically) records
+it. A crash or Ctrl-C leaves every finished unit and a manifest listing what is missing; the
+same command resumes, and a folder holding a different config is refused, never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dlfp.harness import workload
+from dlfp.paths import sha256, write_json_atomic
+from dlfp.trials.config import TrialConfig
+from dlfp.trials.interrupts import Interrupted, StopSignal, watch_interrupt
+from dlfp.trials.manifest import exclusive, missing_units, now, open_run
+from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS, RunFolderError, write_parquet
+
+
+def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list[workload.Request]:
+    path = out / f"trial-{trial}" / "workload.parquet"
+    requests = workload.generate(config.workload_spec(seed))
+    if path.exists():
+        if workload.load(path) != requests:
+            raise RunFolderError(f"{path} does not match the workload of seed {seed}; refusing to resume")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        workload.save(requests, path)
+    return requests
+
+
+def _run_unit(config: TrialConfig, out: Path, unit: dict[str, Any], requests: list[workload.Request],
+              progress: bool) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    from dlfp.harness.arm import run_arm
+
+    trial_dir = out / f"trial-{unit['trial']}"
+    final = trial_dir / unit["arm"]
+    partial = trial_dir / f".{unit['arm']}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(final, ignore_errors=True)  # not in the manifest as complete: incomplete
+    partial.mkdir(parents=True)
+    started = time.monotonic()
+    label = f"trial {unit['trial']} (seed {unit['seed']}) {unit['arm']:>5}"
+    with tqdm(total=len(requests), desc=label, unit="req", disable=not progress, file=sys.stderr) as bar:
+        result = run_arm(config.engine_for(unit["arm"]), requests, partial / "steps.jsonl",
+                         progress=bar.update, telemetry_interval_s=config.telemetry_interval_s)
+    tables = {"requests": result.trace.requests, "tokens": result.trace.tokens,
+              "steps": result.steps, "telemetry": result.telemetry}
+    for name, df in tables.items():
+        write_parquet(df, partial / f"{name}.parquet")
+    (partial / "steps.jsonl").unlink(missing_ok=True)  # now in steps.parquet
+    os.replace(partial, final)
+    lateness = pd.Series(result.trace.lateness_s, dtype=float)
+    return {
+        **unit, "status": "complete", "finished": now(), "wall_s": round(time.monotonic() - started, 2),
+        "send_lateness_ms": {"p50": float(lateness.quantile(0.5) * 1e3),
+                             "p99": float(lateness.quantile(0.99) * 1e3)},
+        "files": {f"{name}.parquet": sha256(final / f"{name}.parquet") for name in tables},
+    }
+
+
+def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirty: bool = False) -> dict[str, Any]:
+    """Run (or resume) every missing unit of ``config`` into ``out``; returns the manifest.
+
+    Refuses to start unless the code runs depend on is a clean commit, or ``allow_dirty`` (or
+    ``DLFP_ALLOW_DIRTY=1``) says otherwise; the manifest's ``git`` entry records either.
+    """
+    out = Path(out)
+    with exclusive(out):
+        manifest = open_run(config, out, allow_dirty)
+        if manifest["status"] == "complete":
+            print(f"{out}: already complete, nothing to do", file=sys.stderr)
+            return manifest
+        manifest.update(status="running", missing=missing_units(manifest), resumed=now())
+        write_json_atomic(out / MANIFEST, manifest)
+        with watch_interrupt() as ctrl_c:
+            _run_units(config, out, manifest, progress, ctrl_c)
+        manifest.update(status="complete", finished=now(), missing=[])
+        for stale in ("error", "interrupted_by"):
+            manifest.pop(stale, None)
+        write_json_atomic(out / MANIFEST, manifest)
+        return manifest
+
+
+def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], progress: bool) -> TrialConfig:
+    """The config the arms run: the requested one with its design's overrides.
+
+    The pre-flight runs once per run folder: its measurement and the derived design are recorded
+    in the manifest and reused on resume, so a resumed run keeps its design on any machine. A
+    design the checks refuse (and ``design.enforce`` keeps refused) is recorded as
+    ``refused_design`` with status ``refused``, and a rerun measures afresh.
+    """
+    from dlfp.trials.config import REFERENCE
+    from dlfp.trials.design import derive, refuse
+    from dlfp.trials.prediction import workload_facts
+    from dlfp.trials.preflight import run_preflight
+
+    if "design" not in manifest:
+        facts = workload_facts(config.raw)
+        decoders = max(1, round(config.design.rules.decoders))
+        sim = config.engine.sim
+        source = "measured" if sim is None else f"simulated (cost profile {sim.get('profile', 'a100')})"
+        if progress:
+            print(f"{out}: pre-flight on the {REFERENCE} engine ...", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        result = run_preflight(config.engine_for(REFERENCE), facts, decoders,
+                               int(config.workload.get("vocab_size", 32000)), source)
+        design = derive(config.design, result.measured, facts, config.raw)
+        record = {**design.record(), "enforced": config.design.enforce, "finished": now(),
+                  "wall_s": round(time.monotonic() - started, 2)}
+        if design.problems and config.design.enforce:
+            manifest.update(status="refused", refused_design=record, stopped=now())
+            write_json_atomic(out / MANIFEST, manifest)
+            refuse(design)
+        (out / PREFLIGHT_STEPS).parent.mkdir(exist_ok=True)
+        write_parquet(result.steps, out / PREFLIGHT_STEPS)
+        record["files"] = {PREFLIGHT_STEPS: sha256(out / PREFLIGHT_STEPS)}
+        manifest.pop("refused_design", None)
+        manifest["design"] = record
+        write_json_atomic(out / MANIFEST, manifest)
+    return config.with_overrides(manifest["design"]["overrides"])
+
+
+def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], progress: bool,
+               stop: StopSignal) -> None:
+    """Every missing unit in order; on any exit but success the manifest says what is missing."""
+    try:
+        config = _design(config, out, manifest, progress)
+        for i, unit in enumerate(manifest["units"]):
+            if unit["status"] == "complete":
+                continue
+            requests = _workload_for(config, out, unit["trial"], unit["seed"])
+            name = f"trial-{unit['trial']}/workload.parquet"
+            manifest.setdefault("workloads", {})[name] = sha256(out / name)
+            manifest["units"][i] = _run_unit(config, out, unit, requests, progress)
+            manifest["missing"] = missing_units(manifest)
+            write_json_atomic(out / MANIFEST, manifest)
+    except BaseException as exc:
+        stop.stopping = True  # signals from here on are only noted: the manifest write must finish
+        if manifest["status"] == "refused":
+            raise
+        # A signal's own exception, or any error that follows it (a library reporting the
+        # engine core it killed), is an interruption; a KeyboardInterrupt without our handler
+        # (a notebook kernel's, a worker thread) is a SIGINT.
+        sig = stop.signal or (signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
+        manifest.update(status="failed" if sig is None else "interrupted", stopped=now(),
+                        error=f"{type(exc).__name__}: {exc}" if sig is None else None,
+                        interrupted_by=None if sig is None else sig.name, missing=missing_units(manifest))
+        write_json_atomic(out / MANIFEST, manifest)
+        if sig is not None and not isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(sig) from exc
+        raise

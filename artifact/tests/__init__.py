@@ -1,0 +1,1 @@
+"""dlfp tests: artifact/tests/<subpackage>/ mirrors artifact/dlfp/<subpackage>/; integration/ starts engines."""

@@ -1,0 +1,134 @@
+"""The harness end to end on the real CPU engine: a small paired trial, and ``vllm serve``.
+
+About three minutes for the trial (40 requests per arm) (two fresh engines) and one and a half per server (CPU model,
+then the modeled A100 executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("vllm")
+
+from dlfp.analysis.runs import load_run, trial_rows
+from dlfp.control.steplog import read_step_log
+from dlfp.harness.engine import cpu_environment
+from dlfp.harness.workload import WorkloadSpec, generate
+from dlfp.paths import REPO_ROOT, model_path
+from dlfp.trials.config import load_config
+from dlfp.trials.runner import run_trials
+
+pytestmark = pytest.mark.slow
+ROOT = REPO_ROOT
+
+
+def test_small_paired_trial(tmp_path) -> None:
+    out = tmp_path / "run"
+    manifest = run_trials(load_config(str(ROOT / "configs" / "cpu-smoke.yaml")), out, progress=False)
+    assert manifest["status"] == "complete"
+    design = manifest["design"]  # measured by the pre-flight on this machine, then derived
+    assert design["kind"] == "scaled" and design["problems"] == []
+    assert (out / "preflight" / "steps.parquet").is_file()
+    run = load_run(out)
+    assert run.config.workload["rate_rps"] == design["overrides"]["workload"]["rate_rps"]
+    rows = trial_rows(run).set_index("arm")
+    assert (rows.n_failed == 0).all() and (rows.n_ok == rows.n_expected).all()
+    assert (rows.prompt_mismatches == 0).all() and (rows.output_mismatches == 0).all()
+    assert (rows.agreement_rate == 1.0).all()
+    summary = (f"P99 ITL stock {rows.at['stock', 'itl_p99_ms']:.0f} ms, DLFP {rows.at['dlfp', 'itl_p99_ms']:.0f} ms;"
+               f" gaps above the ITL SLO {design['overrides']['dlfp']['itl_slo_ms']} ms: stock "
+               f"{rows.at['stock', 'stall_share']:.1%}, DLFP {rows.at['dlfp', 'stall_share']:.1%}; stock's prefill "
+               f"stalls {rows.at['stock', 'long_gap_share']:.1%} (predicted {design['predicted']['stall_share']:.1%})")
+    print(summary)
+    # The design put stock's prefill stalls where a pooled P99 sees them, on whatever machine runs this.
+    assert rows.at["stock", "long_gap_share"] >= design["rules"]["realized_min_stall_share"], summary
+    assert rows.at["dlfp", "itl_p99_ms"] < rows.at["stock", "itl_p99_ms"], summary
+    steps = pd.read_parquet(out / "trial-0" / "dlfp" / "steps.parquet")
+    mixed = steps[(steps.prefill_tokens > 0) & (steps.decode_reqs > 0)]
+    assert len(mixed) and (mixed.prefill_tokens <= mixed.cap).all()
+    tele = pd.read_parquet(out / "trial-0" / "dlfp" / "telemetry.parquet")
+    assert {"util_pct", "mem_used_gib"} <= set(tele.metric)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(1)
+    raise TimeoutError(f"{url} not healthy after {timeout_s} s")
+
+
+@pytest.mark.parametrize("modeled", [False, True], ids=["cpu", "modeled-a100"])
+def test_vllm_serve_with_dlfp_over_http(tmp_path, modeled: bool) -> None:
+    """``vllm serve`` with the DLFP scheduler, on the CPU model or on the modeled A100 executor."""
+    import json
+
+    import aiohttp
+
+    from dlfp.harness.driver import HttpTarget, drive
+
+    port, log = _free_port(), tmp_path / "steps.jsonl"
+    model = model_path("qwen3-tiny")
+    extra = {"dlfp": {"step_log": str(log)}, **({"dlfp_sim": {"profile": "a100"}} if modeled else {})}
+    cmd = [str(Path(sys.executable).with_name("dlfp-vllm")), "serve", model, "--host", "127.0.0.1",
+           "--port", str(port), "--load-format", "dummy", "--skip-tokenizer-init", "--dtype", "float32",
+           "--max-model-len", "4096", "--no-enable-prefix-caching",
+           "--scheduler-cls", "dlfp.vllm.DLFPScheduler", "--additional-config", json.dumps(extra)]
+    if modeled:
+        cmd += ["--distributed-executor-backend", "dlfp.sim.executor.ModeledExecutor"]
+    env = {**os.environ, **cpu_environment(1)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, timeout_s=300)
+        spec = WorkloadSpec.from_dict({
+            "n_requests": 10, "rate_rps": 4.0, "seed": 1, "vocab_size": 32000,
+            "classes": [{"name": "short", "weight": 0.7, "prompt_len": {"uniform": [32, 64]},
+                         "output_len": {"uniform": [30, 50]}},
+                        {"name": "long", "weight": 0.3, "prompt_len": {"uniform": [2000, 2500]},
+                         "output_len": {"uniform": [4, 8]}}]})
+        requests = generate(spec)
+
+        async def run():
+            async with aiohttp.ClientSession() as session:
+                return await drive(HttpTarget(url, model, session), requests)
+
+        trace = asyncio.run(run())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    reqs = trace.requests
+    assert (reqs.status == "ok").all(), reqs.error.tolist()
+    assert (reqs.output_len == reqs.output_len_requested).all()
+    [(header, rows)] = list(read_step_log(log))
+    assert header["scheduler"] == ("DLFPAsyncScheduler" if modeled else "DLFPScheduler")
+    assert header["async_scheduling"] is modeled  # the modeled executor turns GPU-style async back on
+    mixed = [r for r in rows if r["prefill_tokens"] and r["decode_reqs"]]
+    assert mixed and all(r["cap"] is not None and r["prefill_tokens"] <= r["cap"] for r in mixed)

@@ -1,0 +1,117 @@
+"""The package's layout holds: no import cycles, each subpackage imports only what its docstring
+allows, no module grows past about 400 lines, and no module finds files by counting parents.
+
+Static (``ast``, nothing imported), so it runs in milliseconds and names the offending line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "dlfp"
+MAX_LINES = 420
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(path: Path, name: str) -> Iterator[tuple[int, str]]:
+    """(line, imported module) for every import in ``path``, inside functions too."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            known = modules()
+            for alias in node.names:  # `from dlfp.x import y` imports module dlfp.x.y when there is one
+                yield node.lineno, f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        for _, target in imports(path, name):
+            if target in mods and target != name and not name.startswith(target + "."):
+                edges[name].add(target)
+    return edges
+
+
+def test_no_import_cycle_between_modules() -> None:
+    edges = graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(edges[m]):
+            if n.startswith(m + "."):  # a package importing its own submodule is not a cycle
+                continue
+            if state.get(n) == 1:
+                cycle = [*stack[stack.index(n):], n]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+
+
+def forbidden(init: Path) -> tuple[str, ...]:
+    """The modules a subpackage's docstring says it must not import."""
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    found = re.search(r"Must not\s+import:\s*(.+?)(?:\.\s|\.$|\s\()", doc, re.S)
+    assert found, f"{init}: its docstring must say what the subpackage must not import ('Must not import: ...')"
+    return tuple(x.strip() for x in found.group(1).replace("\n", " ").split(","))
+
+
+SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+
+
+@pytest.mark.parametrize("sub", SUBPACKAGES)
+def test_subpackage_imports_only_what_its_docstring_allows(sub: str) -> None:
+    banned = forbidden(PACKAGE / sub / "__init__.py")
+    assert f"dlfp.{sub}" not in banned
+    bad = []
+    for name, path in modules().items():
+        if name == f"dlfp.{sub}" or name.startswith(f"dlfp.{sub}."):
+            for line, target in imports(path, name):
+                if any(target == b or target.startswith(b + ".") for b in banned):
+                    bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert not bad, f"dlfp.{sub} must not import {banned}:\n" + "\n".join(bad)
+
+
+def test_top_level_holds_only_the_entry_points_and_paths() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert top == ["__init__.py", "cli.py", "paths.py", "vllm_cli.py"], top
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_module_is_small_and_finds_files_through_paths(name: str) -> None:
+    path = modules()[name]
+    text = path.read_text()
+    assert len(text.splitlines()) <= MAX_LINES, f"{path} has {len(text.splitlines())} lines: split it by concern"
+    if name != "dlfp.paths":
+        assert not re.search(r"__file__\)?(\.resolve\(\))?\.parents\[", text), \
+            f"{path} counts parents of __file__: use dlfp.paths (REPO_ROOT, CONFIGS, PACKAGE)"
+    doc = ast.get_docstring(ast.parse(text))
+    assert doc, f"{path} has no module docstring saying what it is for"

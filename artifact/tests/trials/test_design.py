@@ -1,0 +1,210 @@
+"""The design rules: derived load and targets, predictions by hand, refusals that name the numbers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlfp.trials.config import parse_config
+from dlfp.trials.design import DesignError, DesignSpec, Rules, derive, refuse
+from dlfp.trials.prediction import (
+    Measured,
+    Workload,
+    long_class_index,
+    mean_length,
+    predict,
+    probe_sizes,
+    scaled_rates,
+    workload_facts,
+)
+from dlfp.trials.preflight import fit
+
+CPU = Measured(decode_s=0.007, prefill_fixed_s=0.005, prefill_per_token_s=1e-4, decoders=4, source="test")
+MIX = Workload(long_prompt=640, short_prompt=144, short_output=64, long_output=20, stock_budget=4096, max_prompt=4064)
+
+
+def test_prediction_by_hand() -> None:
+    # 1 long prompt/s of 640 tokens: stall = 7 + 5 + 64 = 76 ms, prefill 69 ms -> u = 0.069.
+    p = predict(CPU, MIX, long_rate=1.0, short_rate=2.0, target_s=0.036)
+    assert p.stall_s == pytest.approx(0.076)
+    assert p.stall_share == pytest.approx(1.0 / ((1 - 0.069) / 0.007 + 1.0))
+    short_s = 0.005 + 1e-4 * 144
+    assert p.stock_load == pytest.approx(0.069 + 2 * short_s)
+    # DLFP's 36 ms steps spend 12 ms on the decode step and the fixed cost: prefill takes 36/24 as long.
+    assert p.dlfp_load == pytest.approx(0.069 * 1.5 + 2 * short_s)
+    assert p.rate_rps == 3.0 and p.long_share == pytest.approx(1 / 3)
+
+
+def test_budget_splits_a_long_prompt_into_several_stalls() -> None:
+    small = replace(MIX, stock_budget=256)
+    p = predict(CPU, small, 1.0, 0.0, 0.036)
+    assert p.stall_steps == 3 and p.stall_s == pytest.approx(0.007 + 0.005 + 0.0256)
+
+
+@settings(max_examples=200, deadline=None)
+@given(d=st.floats(0.001, 0.05), a=st.floats(0.0, 0.02), b=st.floats(1e-6, 1e-3), n=st.floats(64, 8192),
+       share=st.floats(0.015, 0.2))
+def test_scaled_rates_hit_the_stall_share_they_aim_at(d, a, b, n, share) -> None:
+    m = Measured(decode_s=d, prefill_fixed_s=a, prefill_per_token_s=b, decoders=4, source="h")
+    w = Workload(long_prompt=n, short_prompt=100, short_output=64, long_output=16, stock_budget=4096)
+    long_rate, short_rate = scaled_rates(m, w, share, 4.0)
+    assert long_rate > 0 and short_rate >= 0
+    p = predict(m, w, long_rate, short_rate, 1.0)
+    assert p.stall_share == pytest.approx(share, rel=1e-9)
+
+
+def _config(long: list[int], **design) -> dict:
+    return parse_config({"design": {"kind": "scaled", **design}, "workload": {"classes": [
+        {"name": "short", "weight": 0.75, "prompt_len": {"uniform": [32, 256]}, "output_len": {"uniform": [32, 96]}},
+        {"name": "long", "weight": 0.25, "prompt_len": {"uniform": long}, "output_len": {"uniform": [8, 32]}}]}}).raw
+
+
+def test_scaled_design_derives_rate_shares_target_and_slos() -> None:
+    raw = _config([512, 768])
+    spec, facts = DesignSpec.parse(raw["design"]), workload_facts(raw)
+    assert facts == MIX
+    d = derive(spec, CPU, facts, raw)
+    assert d.problems == ()
+    # T* = 3 x (7 + 5) ms = 36 ms; itl_slo_ms = T* / 0.5.
+    assert d.overrides["dlfp"] == {"itl_slo_ms": 72.0}
+    # Stock's stall for a 640-token prompt (76 ms) is short of 3 T* = 108 ms: the long prompts are
+    # lengthened 1.5 x, to a 960-token median, whose stall is 7 + 5 + 96 = 108 ms.
+    assert d.overrides["workload"]["classes"][1]["prompt_len"] == {"uniform": [768, 1152]}
+    assert d.prediction.stall_s == pytest.approx(0.108)
+    assert d.overrides["slo"] == {"tpot_ms": 72.0, "ttft_ms": 1080.0}
+    weights = [c["weight"] for c in d.overrides["workload"]["classes"]]
+    assert sum(weights) == pytest.approx(1, abs=2e-3) and weights[1] == pytest.approx(d.prediction.long_share, 1e-2)
+    assert d.prediction.stall_share == pytest.approx(0.03, rel=0.02)  # after rounding the rate
+    cfg = parse_config(raw).with_overrides(d.overrides)
+    assert cfg.workload["rate_rps"] == d.overrides["workload"]["rate_rps"] and cfg.tpot_slo_s == 0.072
+    record = d.record()
+    assert record["rules_version"] >= 1 and record["measured"]["decode_s"] == 0.007
+
+
+def test_fixed_design_keeps_the_config_and_is_checked() -> None:
+    raw = parse_config({"design": {"kind": "fixed"}}).raw  # CPU defaults: 4 req/s, itl_slo_ms 100
+    d = derive(DesignSpec.parse(raw["design"]), CPU, workload_facts(raw), raw)
+    assert d.overrides == {}
+    assert d.prediction.rate_rps == pytest.approx(4.0) and d.prediction.target_s == pytest.approx(0.05)
+
+
+def test_refusals_name_their_numbers() -> None:
+    # A machine whose decode step is tiny next to the prefill: stalls would need more load than fits.
+    slow_prefill = Measured(decode_s=0.002, prefill_fixed_s=0.0, prefill_per_token_s=1e-3, decoders=4, source="t")
+    raw = _config([3000, 4000])
+    d = derive(DesignSpec.parse(raw["design"]), slow_prefill, workload_facts(raw), raw)
+    assert any("capacity" in p for p in d.problems)
+    with pytest.raises(DesignError, match=r"prefilling \d+% of the time") as err:
+        refuse(d)
+    assert "design.enforce: false" in str(err.value) and "decode step 2.00 ms" in str(err.value)
+    # A fixed design at a low rate: stalls too rare for a pooled P99, and a target above the stall.
+    raw = parse_config({"design": {"kind": "fixed"}, "workload": {"rate_rps": 0.2}, "dlfp": {"itl_slo_ms": 400}}).raw
+    d = derive(DesignSpec.parse(raw["design"]), CPU, workload_facts(raw), raw)
+    assert any("coin toss" in p for p in d.problems) and any("nothing to cut" in p for p in d.problems)
+
+
+@pytest.mark.parametrize(("raw", "needle"), [
+    ({"kind": "relative"}, "design.kind"),
+    ({"enforce": "yes"}, "design.enforce"),
+    ({"stall_share": 2}, "design.stall_share"),
+    ({"stall_share": 0.001}, "min_stall_share"),
+    ({"target_overheads": 1}, "design.target_overheads"),
+    ({"decoders": -1}, "design.decoders"),
+    ({"stal_share": 0.1}, "unknown design setting"),
+])
+def test_bad_design_settings_are_refused_by_name(raw, needle) -> None:
+    with pytest.raises(ValueError, match=needle):
+        parse_config({"design": raw})
+
+
+def test_long_class_is_the_one_with_the_longest_prompts_and_probes_fit_the_budget() -> None:
+    classes = [{"name": "doc", "prompt_len": {"lognormal": {"median": 3000, "sigma": 0.3, "min": 100, "max": 8000}},
+                "output_len": 8},
+               {"name": "chat", "prompt_len": 64, "output_len": 64}]
+    assert long_class_index(classes) == 0
+    assert probe_sizes(MIX, 4) == (1016, 2032, 4064)  # the longest prompt the model length allows, in one step
+    assert probe_sizes(replace(MIX, stock_budget=512), 4) == (127, 254, 508)
+    assert probe_sizes(replace(MIX, max_prompt=1000), 4) == (250, 500, 1000)
+
+
+def test_preflight_fit_recovers_a_known_engine() -> None:
+    # Decode steps of 7 ms; a probe of n tokens adds 5 ms + 0.1 ms/token; cadence = step duration.
+    rows, t = [], 0.0
+    for step, n in enumerate([0] * 10 + [160, 0, 0, 160, 0, 0, 320, 0, 0, 320, 0, 0, 640, 0, 0, 640, 0, 0]):
+        t += 0.007 + (0.005 + 1e-4 * n if n else 0.0)
+        rows.append({"step": step, "schedule_t": t - 0.001, "complete_t": t, "prefill_tokens": n, "decode_reqs": 4})
+    m = fit(pd.DataFrame(rows), (160, 320, 640), 4, "synthetic")
+    assert m.decode_s == pytest.approx(0.007)
+    assert m.prefill_fixed_s == pytest.approx(0.005, abs=1e-9)
+    assert m.prefill_per_token_s == pytest.approx(1e-4)
+    with pytest.raises(RuntimeError, match="decode-only steps"):
+        fit(pd.DataFrame(rows[:3]), (160,), 4, "synthetic")
+    assert math.isfinite(m.mixed_step_s(100))
+
+
+def test_every_rule_is_documented_for_the_method_chapter() -> None:
+    from dataclasses import fields
+
+    from dlfp.trials.design import RULE_DOCS
+
+    assert list(RULE_DOCS) == [f.name for f in fields(Rules)]
+
+
+def test_arms_may_name_values_the_design_derives() -> None:
+    raw = parse_config({"arms": [
+        {"name": "stock"}, {"name": "dlfp", "dlfp": {}},
+        {"name": "cap", "dlfp": {"chunk_min": "@target_chunk", "chunk_max": "@target_chunk",
+                                 "chunk_init": "@target_chunk"}},
+        {"name": "sarathi", "engine": {"max_num_batched_tokens": "@sarathi_budget"}},
+    ], "workload": {"classes": [
+        {"name": "short", "weight": 0.75, "prompt_len": {"uniform": [32, 256]}, "output_len": {"uniform": [32, 96]}},
+        {"name": "long", "weight": 0.25, "prompt_len": {"uniform": [512, 768]}, "output_len": 8}]}}).raw
+    d = derive(DesignSpec.parse(raw["design"]), CPU, workload_facts(raw), raw)
+    # T* = 36 ms: (36 - 7 - 5) ms / 0.1 ms per token = 240 tokens; Sarathi adds the 4 decodes.
+    cfg = parse_config(raw).with_overrides(d.overrides)
+    assert cfg.engine_for("cap").dlfp | {} == {"chunk_min": 240, "chunk_max": 240, "chunk_init": 240,
+                                               "itl_slo_ms": 72.0, "enabled": True}
+    assert cfg.engine_for("sarathi").max_num_batched_tokens == 244 and not cfg.engine_for("sarathi").dlfp["enabled"]
+    with pytest.raises(ValueError, match=r"arms\[1\].engine.max_num_seqs"):
+        parse_config({"arms": [{"name": "stock"}, {"name": "x", "engine": {"max_num_seqs": "@target_chunk"}}]})
+    with pytest.raises(ValueError, match="@chunk"):
+        parse_config({"arms": [{"name": "stock"}, {"name": "x", "dlfp": {"chunk_max": "@chunk"}}]})
+
+
+def test_scaled_design_backs_off_the_stall_share_to_fit_the_engine() -> None:
+    # Relatively expensive prefills: 3% of gaps would need more load than max_load allows.
+    heavy = Measured(decode_s=0.007, prefill_fixed_s=0.005, prefill_per_token_s=3e-4, decoders=4, source="t")
+    raw = _config([512, 768])
+    d = derive(DesignSpec.parse(raw["design"]), heavy, workload_facts(raw), raw)
+    p = d.prediction
+    assert d.problems == () and 0.015 <= p.stall_share < 0.03
+    assert max(p.stock_load, p.dlfp_load) == pytest.approx(0.8, abs=0.01)
+
+
+def test_a_budget_below_max_num_seqs_lowers_it_unless_the_arm_sets_it() -> None:
+    """vLLM refuses max_num_batched_tokens < max_num_seqs at engine start (found when a derived
+    Sarathi budget of 217 tokens met the modeled configs' 256 sequences mid-study): an arm's budget
+    lowers the inherited bound; a bound the arm or the engine sets itself is refused before any arm."""
+    cfg = parse_config({"engine": {"max_num_seqs": 64},
+                        "arms": [{"name": "stock"}, {"name": "small", "engine": {"max_num_batched_tokens": 40}}]})
+    assert (cfg.engine_for("small").max_num_seqs, cfg.engine_for("stock").max_num_seqs) == (40, 64)
+    assert cfg.arm_label("small") == "max_num_batched_tokens=40, max_num_seqs=40 (lowered to the budget)"
+    assert cfg.arm_label("stock") == "stock vLLM"
+    with pytest.raises(ValueError, match=r"max_num_seqs. = 50 is invalid: allowed at most max_num_batched_tokens"):
+        parse_config({"arms": [{"name": "stock"},
+                               {"name": "x", "engine": {"max_num_batched_tokens": 40, "max_num_seqs": 50}}]})
+    with pytest.raises(ValueError, match=r"at most max_num_batched_tokens \(32\)"):
+        parse_config({"engine": {"max_num_batched_tokens": 32, "max_num_seqs": 64}})
+
+
+def test_a_wide_lognormal_clips_to_its_max_without_overflow() -> None:
+    """Fuzz find (CI seed): sigma 38 made exp(sigma^2 / 2) overflow in the design's workload facts."""
+    from dlfp.harness.workload import LengthDist
+
+    assert mean_length(LengthDist("lognormal", 8, 160, 64, 38)) == 160.0
+    assert mean_length(LengthDist("lognormal", 8, 160, 64, 0)) == pytest.approx(64.0)

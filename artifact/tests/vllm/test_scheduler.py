@@ -1,0 +1,160 @@
+"""DLFP inside vLLM's real scheduler, driven step by step with fabricated model outputs.
+
+This is how the async variant is exercised on CPUs, where vLLM forces async scheduling
+off in a real engine; the sync variant is also run in a real engine in
+``test_engine_cpu.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from dlfp.control.params import DLFPConfigError
+from dlfp.vllm import DLFPAsyncScheduler, DLFPScheduler
+from dlfp.vllm.direct import make_request, make_scheduler, run_to_completion
+
+CAP = 128
+DLFP = {"chunk_min": CAP, "chunk_init": CAP, "chunk_max": CAP}
+
+
+def workload() -> dict[int, list]:
+    """Eight short requests decoding, then two 2000-token prompts arriving mid-decode."""
+    return {
+        0: [make_request(f"d{i}", 32, 60) for i in range(8)],
+        5: [make_request("long0", 2000, 4)],
+        20: [make_request("long1", 2000, 4)],
+    }
+
+
+def per_step(outputs: list, rid: str) -> list[int]:
+    return [o.num_scheduled_tokens.get(rid, 0) for o in outputs]
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("named", [DLFPScheduler, DLFPAsyncScheduler])
+def test_either_name_picks_the_engine_variant(named: type, async_scheduling: bool) -> None:
+    s = make_scheduler(named, async_scheduling=async_scheduling, dlfp=DLFP)
+    assert isinstance(s, AsyncScheduler) == async_scheduling
+    assert isinstance(s, DLFPScheduler)
+    outputs = run_to_completion(s, workload(), async_depth=2 if async_scheduling else 1)
+    # A decoding request gets a token in every step until it finishes: no every-other-step
+    # slowdown. d0 needs 1 prefill step + 59 decode steps (+1 trailing async step at most).
+    steps_d0 = [i for i, n in enumerate(per_step(outputs, "d0")) if n]
+    assert steps_d0 == list(range(len(steps_d0))) and 60 <= len(steps_d0) <= 61
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_mixed_steps_are_capped_isolated_prefill_is_not(async_scheduling: bool) -> None:
+    s = make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp=DLFP)
+    outputs = run_to_completion(
+        s,
+        {0: [make_request("solo", 2000, 2)], 10: workload()[0], 30: [make_request("long", 2000, 2)]},
+        async_depth=2 if async_scheduling else 1,
+    )
+    solo = per_step(outputs, "solo")
+    assert solo[0] == 2000  # no decodes running: the whole prompt in one step
+    long_chunks = [n for n in per_step(outputs, "long") if n > 1]
+    assert long_chunks and max(long_chunks) <= CAP  # overlaps running decodes: capped
+    assert sum(long_chunks) == 2000
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_stock_and_disabled_dlfp_schedule_identically(async_scheduling: bool) -> None:
+    stock_cls = AsyncScheduler if async_scheduling else Scheduler
+    depth = 2 if async_scheduling else 1
+    stock = run_to_completion(make_scheduler(stock_cls, async_scheduling=async_scheduling),
+                              workload(), async_depth=depth)
+    off = run_to_completion(
+        make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp={"enabled": False}),
+        workload(), async_depth=depth)
+    assert [dict(o.num_scheduled_tokens) for o in stock] == [
+        dict(o.num_scheduled_tokens) for o in off
+    ]
+    on = run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=async_scheduling,
+                                          dlfp=DLFP), workload(), async_depth=depth)
+    assert max(per_step(on, "long0")) <= CAP < max(per_step(off, "long0"))
+
+
+def test_step_records_and_shared_config_untouched(tmp_path) -> None:
+    from dlfp.control.steplog import read_step_log
+
+    log = tmp_path / "steps.jsonl"
+    s = make_scheduler(DLFPScheduler, async_scheduling=True, dlfp={**DLFP, "step_log": str(log)})
+    base = s.vllm_config.scheduler_config.long_prefill_token_threshold
+    outputs = run_to_completion(s, workload(), async_depth=2)
+    assert s.vllm_config.scheduler_config.long_prefill_token_threshold == base
+    s.shutdown()
+    [(header, rows)] = list(read_step_log(log))
+    assert header["scheduler"] == "DLFPAsyncScheduler" and header["async_scheduling"]
+    assert len(rows) == len(outputs)
+    assert all(r["complete_t"] >= r["schedule_t"] for r in rows)
+    mixed = [r for r in rows if r["prefill_tokens"] and r["decode_reqs"]]
+    assert mixed and all(r["cap"] == CAP and r["prefill_tokens"] <= CAP for r in mixed)
+    assert sum(r["prefill_tokens"] for r in rows) == 8 * 32 + 2 * 2000
+    assert all(r["total_tokens"] == o.total_num_scheduled_tokens for r, o in zip(rows, outputs, strict=True))
+
+
+@pytest.mark.parametrize(("dlfp", "needle"), [({"gain": 5}, "'gain' = 5"), ({"gian": 1}, "gian")])
+def test_bad_config_stops_start_up(dlfp: dict, needle: str) -> None:
+    with pytest.raises(DLFPConfigError, match=needle):
+        make_scheduler(DLFPScheduler, async_scheduling=False, dlfp=dlfp)
+
+
+def test_decodes_finishing_under_async_do_not_leak_budget_to_prefill() -> None:
+    """Async vLLM skips a decode whose in-flight tokens reach max_tokens; its token of budget
+    must not go to prefill (found with the modeled executor: prefill was cap + 1)."""
+    s = make_scheduler(DLFPScheduler, async_scheduling=True, dlfp=DLFP)
+    arrivals = {0: [make_request(f"d{i}", 32, 3 + i) for i in range(16)],
+                2: [make_request("long0", 3000, 2), make_request("long1", 3000, 2)]}
+    outputs = run_to_completion(s, arrivals, async_depth=2)
+    for o in outputs:
+        prefill = o.num_scheduled_tokens.get("long0", 0) + o.num_scheduled_tokens.get("long1", 0)
+        decoding = [r for r in o.num_scheduled_tokens if r.startswith("d") and o.num_scheduled_tokens[r] == 1]
+        if decoding and prefill > 2:
+            assert prefill <= CAP, (prefill, len(decoding))
+
+
+@pytest.mark.parametrize("anti_windup", [False, True])
+def test_anti_windup_holds_the_chunk_through_short_prompts(anti_windup: bool) -> None:
+    """Fast mixed steps whose prefill is a short prompt grow the paper's chunk, not the held one."""
+    dlfp = {"chunk_min": 32, "chunk_init": 256, "chunk_max": 2048, "anti_windup": anti_windup}
+    s = make_scheduler(DLFPScheduler, async_scheduling=False, dlfp=dlfp)
+    arrivals = {0: [make_request(f"d{i}", 32, 80) for i in range(8)]}
+    arrivals.update({k: [make_request(f"s{k}", 40, 2)] for k in range(2, 30)})  # direct drive: ~0 s steps
+    arrivals[40] = [make_request("long", 2000, 2)]
+    outputs = run_to_completion(s, arrivals, async_depth=1)
+    first_chunk = next(n for n in per_step(outputs, "long") if n)
+    assert first_chunk == (256 if anti_windup else 2000)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_pressure_threshold_caps_only_when_enough_requests_decode(async_scheduling: bool) -> None:
+    """The P-PAS-style two-level switch: with ``pressure_decodes`` 4, two decoding requests do not
+    trigger the cap (the long prompt goes in whole), eight do."""
+    depth = 2 if async_scheduling else 1
+    few = {0: [make_request(f"d{i}", 32, 60) for i in range(2)], 5: [make_request("long", 2000, 2)]}
+    many = {0: workload()[0], 5: [make_request("long", 2000, 2)]}
+    params = {**DLFP, "pressure_decodes": 4}
+    low = run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp=params),
+                            few, async_depth=depth)
+    high = run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp=params),
+                             many, async_depth=depth)
+    assert max(per_step(low, "long")) == 2000
+    assert max(per_step(high, "long")) <= CAP
+
+
+def test_target_from_the_decode_step_is_measured_online() -> None:
+    """``target: decode``: once decode-only steps have completed, T* is a multiple of their cadence
+    (recorded per step), not the SLO's."""
+    s = make_scheduler(DLFPScheduler, async_scheduling=False,
+                       dlfp={"target": "decode", "target_decode_steps": 3.0, "itl_slo_ms": 100.0})
+    run_to_completion(s, workload(), async_depth=1)
+    measured = s._tracker.decode_step_s
+    assert measured is not None and measured > 0
+    assert s._target_s() == pytest.approx(3.0 * measured)
+    assert s._target_s() != s.dlfp_params.target_interval_s
