@@ -146,15 +146,6 @@ def test_anti_windup_hand_computed() -> None:
     assert c.chunk == pytest.approx(625.0)  # shrinking never waits: 1250 * (1 - 0.5)
 
 
-def test_readme_lists_every_parameter_in_order() -> None:
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Parameters", 1)[1].split("\n#", 1)[0]
-    assert re.findall(r"^\| `(\w+)` \|", section, flags=re.M) == [s.name for s in SPECS]
-
-
 def test_an_explicit_target_replaces_the_slo_target() -> None:
     p = DLFPParams(itl_slo_ms=100.0, target_fraction=0.5, gain=0.5)  # T* = 50 ms
     assert next_chunk(1000.0, 0.020, p, target_s=0.010) == pytest.approx(500.0)  # 1000 * (1 + 0.5 * (10-20)/10)

@@ -1,0 +1,172 @@
+"""The book's Reference part says what the code does, and nothing of it was lost on the way there.
+
+The reference tables used to live in the README, where one test checked the parameter table; they
+now live in ``book/reference/`` and the README only links to them. These checks (fast: text and
+pure modules, no vLLM import) keep the pages tied to the code they document:
+
+* every DLFP parameter of :data:`dlfp.control.params.SPECS`, in order, with its default;
+* every modeled-executor setting (:class:`dlfp.sim.config.SimConfig`) and every design rule
+  (:class:`dlfp.trials.design.Rules`), with their defaults;
+* every page under ``book/reference/`` in ``_toc.yml`` (``only_build_toc_files`` would silently
+  drop one that is not), and every page's and the README's relative links pointing at files
+  that exist;
+* every ``dlfp.*`` name the pages and the README mention exists in the package (the package was
+  reorganized into subpackages; an old dotted name would otherwise linger in the prose);
+* every version written on the pages is the pinned one (as ``test_versions.py`` checks the README).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomllib
+import yaml
+
+from dlfp.control.params import SPECS
+from dlfp.paths import PACKAGE, REPO_ROOT
+from dlfp.sim.config import SimConfig
+from dlfp.trials.design import RULE_DOCS, DesignSpec, Rules
+
+REFERENCE = REPO_ROOT / "book" / "reference"
+PAGES = sorted(REFERENCE.glob("*.md"))
+README = REPO_ROOT / "README.md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+ROW = re.compile(r"^\| `(\w+)` \| ([^|]+?) \|", flags=re.M)
+DOTTED = re.compile(r"(?<![\w.])dlfp(?:\.\w+)+")
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _rows(page: str) -> list[tuple[str, str]]:
+    """(key, default cell) of every table row whose first cell is a code span."""
+    return [(key, cell.strip().strip("`")) for key, cell in ROW.findall(_text(REFERENCE / page))]
+
+
+def _same_default(cell: str, default: Any) -> bool:
+    """Does a table's default cell spell ``default``? (``true``, ``null``, ``100`` for 100.0 ...)."""
+    if isinstance(default, bool):
+        return cell == str(default).lower()
+    if default is None:
+        return cell == "null"
+    if isinstance(default, (int, float)):
+        number = re.match(r"[\d.]+", cell)
+        return number is not None and float(number.group()) == float(default)
+    return cell == str(default)
+
+
+def test_the_reference_pages_exist() -> None:
+    names = {p.stem for p in PAGES}
+    assert {"index", "parameters", "trials", "modeled", "gpu", "cluster", "publishing", "layout",
+            "commands"} <= names, names
+
+
+def test_parameter_table_lists_every_dlfp_parameter_in_order_with_its_default() -> None:
+    rows = _rows("parameters.md")
+    assert [key for key, _ in rows] == [s.name for s in SPECS]
+    wrong = [(s.name, cell, s.default) for s, (_, cell) in zip(SPECS, rows, strict=True)
+             if not _same_default(cell, s.default)]
+    assert not wrong, wrong
+
+
+def test_every_modeled_executor_setting_is_documented_with_its_default() -> None:
+    documented = dict(_rows("modeled.md"))
+    missing = [f.name for f in fields(SimConfig) if f.name not in documented]
+    assert not missing, missing
+    wrong = [(f.name, documented[f.name], f.default) for f in fields(SimConfig)
+             if not _same_default(documented[f.name], f.default)]
+    assert not wrong, wrong
+
+
+def test_every_design_rule_is_documented_with_its_default() -> None:
+    documented = dict(_rows("trials.md"))
+    rules = [f.name for f in fields(Rules)]
+    assert set(rules) == set(RULE_DOCS)  # the code's own documentation covers every rule
+    missing = [name for name in [*rules, "kind", "enforce"] if name not in documented]
+    assert not missing, missing
+    wrong = [(f.name, documented[f.name], f.default) for f in fields(Rules)
+             if not _same_default(documented[f.name], f.default)]
+    spec = DesignSpec()
+    wrong += [(k, documented[k], v) for k, v in (("kind", spec.kind), ("enforce", spec.enforce))
+              if not _same_default(documented[k], v)]
+    assert not wrong, wrong
+
+
+def _toc_files(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("file", "root") and isinstance(value, str):
+                yield value
+            else:
+                yield from _toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _toc_files(item)
+
+
+def test_every_reference_page_is_in_the_table_of_contents() -> None:
+    toc = yaml.safe_load(_text(REPO_ROOT / "_toc.yml"))
+    listed = {str(Path(f).with_suffix("")) for f in _toc_files(toc)}
+    missing = [p.name for p in PAGES if str(p.relative_to(REPO_ROOT).with_suffix("")) not in listed]
+    assert not missing, missing
+    captions = [part.get("caption") for part in toc.get("parts", [])]
+    assert "Reference" in captions, captions
+    absent = [f for f in listed if not any((REPO_ROOT / f).with_suffix(s).is_file() for s in (".md", ".ipynb"))]
+    assert not absent, absent
+
+
+def _relative_links(path: Path) -> list[str]:
+    return [t for t in LINK.findall(_text(path)) if not re.match(r"^(?:[a-z]+:|#)", t)]
+
+
+@pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: p.name)
+def test_relative_links_resolve_to_files(path: Path) -> None:
+    broken = [t for t in _relative_links(path) if not (path.parent / t.split("#", 1)[0]).exists()]
+    assert not broken, broken
+
+
+def test_the_readme_links_every_reference_page() -> None:
+    linked = {(README.parent / t.split("#", 1)[0]).resolve() for t in _relative_links(README)}
+    missing = [p.name for p in PAGES if p.name != "index.md" and p.resolve() not in linked]
+    assert not missing, missing
+
+
+def _defines(module: Path, name: str) -> bool:
+    return re.search(rf"^(?:class |def |async def )?{re.escape(name)}\b|[\"']{re.escape(name)}[\"']",
+                     _text(module), flags=re.M) is not None
+
+
+def _exists(dotted: str) -> bool:
+    """``dlfp.a.b`` is a module or package of the package, or a name such a module defines."""
+    parts = dotted.split(".")[1:]
+    for n in range(len(parts), -1, -1):
+        base = PACKAGE.joinpath(*parts[:n])
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if module.is_file():
+            rest = parts[n:]
+            return not rest or (len(rest) == 1 and _defines(module, rest[0]))
+    return False
+
+
+@pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: p.name)
+def test_every_dotted_name_exists_in_the_package(path: Path) -> None:
+    stale = sorted({d for d in DOTTED.findall(_text(path)) if not _exists(d)})
+    assert not stale, stale
+
+
+def test_every_version_on_the_pages_is_the_pinned_one() -> None:
+    pins = tomllib.loads(_text(REPO_ROOT / "pyproject.toml"))["tool"]["dlfp"]["versions"]
+    wrong = []
+    for page in PAGES:
+        text = _text(page)
+        wrong += [f"{page.name}: vllm {v}" for v in re.findall(r"\bvllm(?:-cpu)?={2,3}([\w.]+)", text)
+                  if v != pins["vllm"]]
+        wrong += [f"{page.name}: torch {v}" for v in re.findall(r"\btorch={2,3}([\w.]+)", text)
+                  if v != pins["torch"]]
+    assert not wrong, wrong
