@@ -33,7 +33,7 @@ from dlfp.trials.config import REFERENCE, TrialConfig, load_config, parse_config
 from dlfp.trials.design import DesignSpec, Rules, derive
 from dlfp.trials.prediction import workload_facts
 from tests.fuzzing import JUNK, apply, assert_names, check_refusal_or, finite, mutations
-from tests.trials.test_runner import CPU_LIKE
+from tests.trials.fakes import CPU_LIKE
 
 REPO = REPO_ROOT
 

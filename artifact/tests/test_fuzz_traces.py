@@ -29,7 +29,7 @@ from dlfp.harness.arm import ArmResult
 from dlfp.trials import runfolder, runner
 from dlfp.trials.config import parse_config
 from tests.fuzzing import JUNK, apply, mutations
-from tests.trials.test_runner import FakeArms, fake_preflight
+from tests.trials.fakes import FakeArms, fake_preflight
 
 CONFIG = {"name": "fuzz", "trials": 2, "workload": {"n_requests": 5, "rate_rps": 50.0}}
 

@@ -97,3 +97,16 @@ def test_the_cpus_the_engine_was_bound_to_are_named() -> None:
     """A run with the engine on one core of two is another machine speed; its label says so."""
     bound = manifest({}, CPU_HW, vllm="0.32.0+cpu", engine_env={"VLLM_CPU_OMP_THREADS_BIND": "0"})
     assert measured_on(bound) == "2-core Intel Xeon Processor (engine on CPUs 0), vLLM 0.32.0+cpu"
+
+
+def test_lateness_note_names_late_units_and_tolerates_odd_manifests() -> None:
+    from types import SimpleNamespace
+
+    from dlfp.analysis.labels import lateness_note
+
+    run = SimpleNamespace(manifest={"units": [
+        {"trial": 1, "arm": "dlfp", "send_lateness_ms": {"p99": 109.1}},
+        {"trial": 0, "arm": "stock", "send_lateness_ms": {"p99": 0.3}},
+        {"trial": 0, "arm": "x", "send_lateness_ms": {"p99": True}}, "junk", {"send_lateness_ms": None}]})
+    assert lateness_note(run) == "late sends (p99 over 10 ms): trial-1/dlfp 109 ms"
+    assert lateness_note(SimpleNamespace(manifest={})).startswith("every unit sent its requests within 10 ms")
