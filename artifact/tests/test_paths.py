@@ -1,5 +1,4 @@
-"""Atomic writes (``dlfp.paths``): a failed write keeps the old file and leaves no temporary.
-"""
+"""Atomic writes (``dlfp.paths``): a failed write keeps the old file and leaves no temporary."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The regime boundary from a stall-share sweep (``dlfp.studies.boundary``).
-"""
+"""The regime boundary from a stall-share sweep (``dlfp.studies.boundary``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Which explanation reproduces the paper pattern (``dlfp.studies.explanations``).
-"""
+"""Which explanation reproduces the paper pattern (``dlfp.studies.explanations``)."""
 
 from __future__ import annotations
 

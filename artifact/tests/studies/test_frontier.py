@@ -1,5 +1,4 @@
-"""DLFP against fixed budgets (``dlfp.studies.frontier``): regret, the goal across targets, the TTFT spread.
-"""
+"""DLFP against fixed budgets (``dlfp.studies.frontier``): regret, the goal across targets, the TTFT spread."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Ctrl-C and SIGTERM while trials run (``dlfp.trials.interrupts``): delivery, redelivery, cancellation.
-"""
+"""Ctrl-C and SIGTERM while trials run (``dlfp.trials.interrupts``): delivery, redelivery, cancellation."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a run manifest records and how a folder is opened (``dlfp.trials.manifest``).
-"""
+"""What a run manifest records and how a folder is opened (``dlfp.trials.manifest``)."""
 
 from __future__ import annotations
 

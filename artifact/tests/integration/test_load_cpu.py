@@ -1,6 +1,6 @@
-"""The benchmark commands keep working (tiny sizes; the figures themselves are not asserted).
+"""``dlfp bench load`` (``dlfp.bench.load``): 10,000-request style load on the real engine core, tiny here.
 
-The part that starts a real engine (or cluster); the fast tests are in ``artifact/tests/bench/test_bench.py``.
+Starts a real engine core over the modeled executor: slow.
 """
 
 from __future__ import annotations

@@ -1,0 +1,71 @@
+"""Fitting a profile's efficiencies to forward passes (``dlfp.sim.gpufit``).
+
+Known factors are recovered, undetermined ones kept from the base profile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from dlfp.paths import model_path
+from dlfp.sim.costmodel import ModelShape, load_profile, step_time
+from dlfp.sim.gpucal import CASES
+from dlfp.sim.gpufit import Case, Sample, fit_efficiencies
+
+QWEN3_8B = ModelShape.from_dir(model_path("qwen3-8b"))
+
+
+TRUE = {"matmul_efficiency": 0.5, "attention_efficiency": 0.3, "memory_efficiency": 0.7}
+
+
+def synthetic(cases: tuple[Case, ...], profile_changes: dict[str, float]) -> list[Sample]:
+    """Samples timed by the cost model itself under the a100 profile with ``profile_changes``."""
+    truth = replace(load_profile("a100"), **profile_changes)
+    return [Sample("qwen3-8b", QWEN3_8B, case, t := step_time(QWEN3_8B, truth, case.batch).gpu_s, t)
+            for case in cases]
+
+
+def test_fit_recovers_known_efficiencies() -> None:
+    samples = synthetic(CASES, TRUE)
+    fit = fit_efficiencies(load_profile("a100"), samples, dtype_bytes=2)
+    assert set(fit.measured) == set(TRUE)
+    for factor, value in TRUE.items():
+        assert getattr(fit.profile, factor) == pytest.approx(value, rel=0.02), factor
+    # Both regimes are present, so each factor is pinned by some samples.
+    assert 0 < fit.memory_bound < len(samples)
+    assert fit.in_sample_p90 < 0.01 and fit.heldout_p90 < 0.01
+    # The public specs are untouched.
+    assert fit.profile.peak_tflops == 312 and fit.profile.memory_gbps == 2039
+
+
+def test_fit_recovers_efficiencies_jointly_from_two_models_with_noise() -> None:
+    truth = replace(load_profile("h200"), matmul_efficiency=0.55, attention_efficiency=0.25, memory_efficiency=0.85)
+    rng = np.random.default_rng(1)
+    samples = []
+    for name in ("qwen3-0.6b", "qwen3-8b"):
+        shape = ModelShape.from_dir(model_path(name))
+        for case in CASES:
+            seconds = step_time(shape, truth, case.batch).gpu_s * math.exp(0.05 * rng.standard_normal())
+            samples.append(Sample(name, shape, case, seconds, seconds))
+    fit = fit_efficiencies(load_profile("h200"), samples, dtype_bytes=2)
+    assert fit.profile.matmul_efficiency == pytest.approx(0.55, rel=0.05)
+    assert fit.profile.attention_efficiency == pytest.approx(0.25, rel=0.05)
+    assert fit.profile.memory_efficiency == pytest.approx(0.85, rel=0.05)
+    assert fit.in_sample_p50 == pytest.approx(0.05 * 0.674, rel=0.5)  # median |5% normal noise|
+
+
+def test_fit_keeps_base_factors_that_no_sample_determines() -> None:
+    decodes = tuple(case for case in CASES if case.new == 1)  # all memory-bound
+    fit = fit_efficiencies(load_profile("a100"), synthetic(decodes, TRUE), dtype_bytes=2)
+    assert fit.measured == ("memory_efficiency",)
+    assert fit.profile.memory_efficiency == pytest.approx(0.7, rel=0.02)
+    assert (fit.profile.matmul_efficiency, fit.profile.attention_efficiency) == (0.6, 0.45)  # a100's assumptions
+
+
+def test_fit_needs_more_samples_than_factors() -> None:
+    with pytest.raises(ValueError, match="need more than 3 samples"):
+        fit_efficiencies(load_profile("a100"), synthetic(CASES[:3], TRUE))
