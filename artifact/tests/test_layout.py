@@ -115,3 +115,35 @@ def test_module_is_small_and_finds_files_through_paths(name: str) -> None:
             f"{path} counts parents of __file__: use dlfp.paths (REPO_ROOT, CONFIGS, PACKAGE)"
     doc = ast.get_docstring(ast.parse(text))
     assert doc, f"{path} has no module docstring saying what it is for"
+
+
+TESTS = Path(__file__).resolve().parent
+TESTED_THROUGH = {
+    "dlfp.vllm.direct": "vllm/test_scheduler.py",  # the rig every scheduler test drives
+    "dlfp.vllm.executors": "integration/test_completion_stamps_cpu.py",  # vLLM's executors, stamped, in real engines
+    "dlfp.vllm.lifeline": "integration/test_faults_cpu.py",  # needs a real engine core to outlive its driver
+    "dlfp.sim.standalone": "sim/test_executor.py",  # the rig the executor tests drive
+    "dlfp.harness.arm": "integration/test_engine_cpu.py",  # one arm is one engine start
+    "dlfp.bench.load": "integration/test_load_cpu.py",  # starts an engine core
+}
+"""Modules whose tests live in the file named here, which must import them (glue and test rigs)."""
+
+
+def test_module_file(name: str) -> Path:
+    """``dlfp.a.b`` -> ``tests/a/test_b.py``; ``dlfp.b`` -> ``tests/test_b.py``."""
+    *sub, leaf = name.split(".")[1:]
+    return TESTS.joinpath(*sub, f"test_{leaf}.py")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in modules() if modules()[n].name != "__init__.py"))
+def test_every_module_has_tests_by_name(name: str) -> None:
+    if name in TESTED_THROUGH:
+        path = TESTS / TESTED_THROUGH[name]
+        assert path.is_file(), f"{name} is tested through {path}, which does not exist"
+        parent, _, leaf = name.rpartition(".")
+        imported = {t for _, t in imports(path, path.stem)}
+        via_parent = parent in imported and re.search(rf"\b{leaf}\b", path.read_text())
+        assert name in imported or via_parent, f"{path} is named as {name}'s tests but does not import it"
+        return
+    path = test_module_file(name)
+    assert path.is_file(), f"{name} has no tests by name: add {path.relative_to(TESTS.parent)}"

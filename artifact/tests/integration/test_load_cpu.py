@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from dlfp.cli import main
+from dlfp.bench import load
 
 
 @pytest.mark.slow
 def test_load_benchmark_runs(capsys) -> None:
-    """A few requests through ``dlfp bench load`` (one modeled engine start, ~20 s on 2 idle cores)."""
+    """A few requests through what ``dlfp bench load`` runs (one modeled engine start, ~20 s on 2 idle cores)."""
     pytest.importorskip("vllm")
-    assert main(["bench", "load", "--requests", "20", "--rate", "20"]) == 0
+    assert load.main(["--requests", "20", "--rate", "20"]) == 0
     out = capsys.readouterr().out
     assert "20 recorded of 20, 20 ok" in out and "(exact)" in out and "BEYOND LOOPBACK" not in out
     assert "send lateness: p50" in out and "engine core (EngineCore)" in out
