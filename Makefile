@@ -35,7 +35,7 @@ PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
 
-.PHONY: setup versions test test-fast lint bench artifact book runs study gpu-check publish clean
+.PHONY: setup versions test test-fast fuzz lint bench artifact book runs study gpu-check publish clean
 
 setup: $(STAMP)
 
@@ -82,6 +82,14 @@ test: setup lint
 
 test-fast: setup lint
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The fuzz suites, FUZZ_ROUNDS rounds with fresh examples each (CI replays one fixed set): a failing
+# example is printed with its reproduction blob and kept in .hypothesis/ for the next run to replay.
+FUZZ_ROUNDS ?= 5
+fuzz: setup
+	for i in $$(seq $(FUZZ_ROUNDS)); do echo "fuzz round $$i of $(FUZZ_ROUNDS)"; \
+	  HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q artifact/tests/test_fuzz_inputs.py artifact/tests/test_fuzz_traces.py \
+	  || exit 1; done
 
 # The main job: every notebook in order (papermill's exit code is the gate), then the strict book.
 artifact: setup

@@ -1,4 +1,4 @@
-"""Suite-wide settings.
+"""Suite-wide settings: Hypothesis profiles, dirty-tree runs, in-process engines, Ctrl-C.
 
 Runs started by tests are scratch runs, never published, and developers test in working trees
 with uncommitted code: the suite allows runs from a dirty tree through the environment
@@ -10,11 +10,21 @@ module-scoped fixture starts a run. ``test_provenance.py`` removes it to test th
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from dlfp.trials.provenance import ALLOW_DIRTY_ENV
+
+
+# Property tests draw the same examples on every CI run (a landing never depends on a seed), and
+# fresh ones elsewhere: `make fuzz` explores, keeping what it finds in .hypothesis/ to replay.
+# A find becomes an explicit @example (or a regression test) so CI keeps checking it.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "explore"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -45,3 +55,18 @@ def engine_env() -> Iterator[None]:
         else:
             os.environ[key] = value
     vllm.envs.disable_envs_cache()
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` during the test, however the suite was launched.
+
+    A shell starts background jobs (and ``nohup`` its command) with SIGINT ignored, and the trial
+    runner rightly leaves an ignored signal ignored (``test_an_ignored_signal_stays_ignored``), so
+    a test that sends Ctrl-C sets the disposition it needs and restores the launcher's after.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -84,7 +84,7 @@ def test_the_repeat_delivery_does_not_cut_an_engine_shutdown_short(tmp_path, fak
     assert shutdown == ["done"] and manifest(tmp_path / "run")["interrupted_by"] == "SIGTERM"
 
 
-def test_an_interrupt_cancels_the_coroutine_running_on_the_worker_thread() -> None:
+def test_an_interrupt_cancels_the_coroutine_running_on_the_worker_thread(sigint_raises: None) -> None:
     """In a Jupyter kernel an arm runs on a worker thread; Ctrl-C must stop it, not leave it running."""
     import asyncio
     import signal

@@ -103,7 +103,7 @@ class _EngineKilledByCtrlC(Exception):
     """What vLLM raises when SIGINT killed the engine core during start-up."""
 
 
-def test_ctrl_c_reported_as_another_error_is_still_an_interruption(tmp_path, fake, monkeypatch) -> None:
+def test_ctrl_c_reported_as_another_error_is_still_an_interruption(tmp_path, fake, monkeypatch, sigint_raises) -> None:
     import os
     import signal
     import time
