@@ -29,7 +29,10 @@ class StepLog:
     def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._buffer: list[str] = [json.dumps({"header": header})]
+        # An engine killed mid-write leaves a torn last line: end it, or this start's header would be
+        # glued onto it, skipped as unreadable, and this start's records read as the killed one's.
+        torn = self.path.is_file() and self.path.stat().st_size > 0 and not _ends_with_newline(self.path)
+        self._buffer: list[str] = [*([""] if torn else []), json.dumps({"header": header})]
         self._closed = False
         self._flushed_at = 0.0
         self.flush()
@@ -54,6 +57,12 @@ class StepLog:
             self.add(record)
         self.flush()
         self._closed = True
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def read_step_log(path: str | os.PathLike[str]) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:

@@ -60,13 +60,16 @@ async def _probe(target: EngineTarget, sizes: tuple[int, ...], decoders: int, vo
     async def decode(i: int) -> None:
         req = Request(f"pf-decode-{i}", i, "preflight", 0.0, _prompt(i, DECODER_PROMPT, vocab),
                       max_model_len - DECODER_PROMPT - 1)
-        async for ids in target.stream(req):
-            counts[i] += len(ids)
+        try:
+            async for ids in target.stream(req):
+                counts[i] += len(ids)
+                progress.set()
+        finally:  # an ended or failed decoder wakes the waiter too, which then refuses to go on
             progress.set()
 
     async def until(minimum: int) -> None:
         while min(counts) < minimum:
-            if all(t.done() for t in tasks):
+            if any(t.done() for t in tasks):  # every decoder must run on: a stopped one never catches up
                 raise RuntimeError("pre-flight decoders ended before the probes were done")
             progress.clear()
             await progress.wait()
