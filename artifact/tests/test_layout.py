@@ -129,7 +129,7 @@ TESTED_THROUGH = {
 """Modules whose tests live in the file named here, which must import them (glue and test rigs)."""
 
 
-def test_module_file(name: str) -> Path:
+def _test_file_of(name: str) -> Path:
     """``dlfp.a.b`` -> ``tests/a/test_b.py``; ``dlfp.b`` -> ``tests/test_b.py``."""
     *sub, leaf = name.split(".")[1:]
     return TESTS.joinpath(*sub, f"test_{leaf}.py")
@@ -145,5 +145,5 @@ def test_every_module_has_tests_by_name(name: str) -> None:
         via_parent = parent in imported and re.search(rf"\b{leaf}\b", path.read_text())
         assert name in imported or via_parent, f"{path} is named as {name}'s tests but does not import it"
         return
-    path = test_module_file(name)
+    path = _test_file_of(name)
     assert path.is_file(), f"{name} has no tests by name: add {path.relative_to(TESTS.parent)}"

@@ -1,0 +1,112 @@
+"""``dlfp.analysis.report.format_report``: what ``dlfp analyze`` prints for a run says where its
+numbers come from, shows the paired mean and interval exactly as :func:`dlfp.analysis.stats.paired`
+computes them, words the effect as :func:`dlfp.analysis.stats.effect_words` does, and never hides
+that a run is partial or that an interval is missing.
+
+Read from the committed ``data/runs/cpu-default`` (two arms, three trials) and
+``data/runs/cpu-default-6x50`` (six trials: the bootstrap interval is shown); variants are the
+same loaded run with its manifest or tables changed in memory.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pandas as pd
+import pytest
+
+from dlfp.analysis.labels import measured_on
+from dlfp.analysis.report import format_report
+from dlfp.analysis.runs import RunData, load_run, trial_rows
+from dlfp.analysis.stats import effect_words, paired
+from dlfp.paths import REPO_ROOT
+
+RUNS = REPO_ROOT / "data" / "runs"
+
+
+@pytest.fixture(scope="module")
+def run() -> RunData:
+    return load_run(RUNS / "cpu-default")
+
+
+@pytest.fixture(scope="module")
+def rows(run: RunData) -> pd.DataFrame:
+    return trial_rows(run)
+
+
+@pytest.fixture(scope="module")
+def report(run: RunData) -> str:
+    return format_report(run)
+
+
+def lines_starting(text: str, prefix: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def test_the_header_names_the_run_its_source_and_its_stall_line(run: RunData, report: str) -> None:
+    lines = report.splitlines()
+    assert lines[0] == f"run {run.path} (cpu-default, status complete)"
+    assert lines[1] == "measured: " + measured_on(run.manifest)
+    assert lines[1].startswith("measured: 2-core ") and "vLLM 0.32.0+cpu" in lines[1]
+    assert lines[2] == ("stock token budget (max_num_batched_tokens): 4096; stall = gap above 71.6 ms; "
+                        "regime: in regime")
+    assert "PARTIAL" not in report
+
+
+@pytest.mark.parametrize(("metric", "increase"), [("itl_p99_ms", False), ("ttft_p99_ms", True)])
+def test_the_paired_line_is_what_stats_computes(rows: pd.DataFrame, report: str, metric: str,
+                                                increase: bool) -> None:
+    p = paired(rows, metric)
+    (line,) = lines_starting(report, f"dlfp {metric}: ")
+    assert line == (f"dlfp {metric}: mean reduction {p['mean_pct']:.1f}%, paired 95% CI (Student's t, 2 df) "
+                    f"[{p['t_lo']:.1f}%, {p['t_hi']:.1f}%] ({effect_words(p, increase=increase)})")
+    assert "bootstrap" not in line  # three trials: no resampled interval
+
+
+def test_the_committed_effects_in_words(report: str) -> None:
+    """The README's headline, as the report words it: P99 ITL down, P99 TTFT up, both detectably."""
+    (itl,) = lines_starting(report, "dlfp itl_p99_ms: ")
+    (ttft,) = lines_starting(report, "dlfp ttft_p99_ms: ")
+    assert itl.endswith("(reduces it by a mean of 59.2%)") and "[44.6%, 73.8%]" in itl
+    assert ttft.endswith("(raises it by a mean of 113.3%)") and "mean reduction -113.3%" in ttft
+
+
+def test_the_paper_table_is_printed_for_two_arms(rows: pd.DataFrame, report: str) -> None:
+    assert "ITL reduction (%)" in report and "P99 TTFT DLFP (ms)" in report
+    assert "settings" not in report  # the arms table is for runs with more arms, or without dlfp
+    stock = rows[rows.arm == "stock"].itl_p99_ms
+    assert all(f"{v:.2f}" in report for v in stock)
+
+
+def test_token_accounting_closes_the_report(report: str) -> None:
+    assert report.splitlines()[-1] == ("token accounting: 600 of 600 request-arms recorded; 0 prompt and 0 output "
+                                       "mismatches")
+
+
+def test_six_trials_add_the_bootstrap_interval() -> None:
+    run = load_run(RUNS / "cpu-default-6x50", tables=("requests", "tokens"))
+    p = paired(trial_rows(run), "itl_p99_ms")
+    (line,) = lines_starting(format_report(run), "dlfp itl_p99_ms: ")
+    assert f"(Student's t, 5 df) [{p['t_lo']:.1f}%, {p['t_hi']:.1f}%]" in line
+    assert f", bootstrap [{p['boot_lo']:.1f}%, {p['boot_hi']:.1f}%] (" in line
+
+
+def test_a_partial_run_says_so(run: RunData) -> None:
+    manifest = copy.deepcopy(run.manifest)
+    manifest["status"] = "interrupted"
+    first = format_report(dataclasses.replace(run, manifest=manifest)).splitlines()[0]
+    assert first == f"run {run.path} (cpu-default, status interrupted, PARTIAL: only its finished arms)"
+
+
+def test_one_trial_has_no_interval_and_says_it_cannot_judge(run: RunData) -> None:
+    one = dataclasses.replace(run, tables={k: v for k, v in run.tables.items() if k[0] == 0})
+    (line,) = lines_starting(format_report(one), "dlfp itl_p99_ms: ")
+    assert "CI" not in line and line.endswith("(cannot be judged from one trial (no interval))")
+    assert format_report(one).splitlines()[-1].startswith("token accounting: 200 of 200 request-arms")
+
+
+def test_a_run_without_a_complete_trial(run: RunData) -> None:
+    manifest = {**run.manifest, "missing": ["trial-0/dlfp"]}
+    empty = dataclasses.replace(run, manifest=manifest, tables={(0, "stock"): run.tables[(0, "stock")]})
+    assert format_report(empty) == f"{run.path}: no trial has all arms complete yet (missing: ['trial-0/dlfp'])"

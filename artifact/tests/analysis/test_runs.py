@@ -1,0 +1,288 @@
+"""``dlfp.analysis.runs``: a committed run folder loads verified and whole, its numbers are
+recomputed from the raw traces, and a damaged, edited or unfinished copy is refused by name.
+
+The committed run ``data/runs/cpu-default`` is only read; every damage is done to a copy under
+``tmp_path``, written with the package's own writers (and, where the test says so, with the
+manifest's checksum updated, so only the metrics' own checks in :func:`read_trace` can catch it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlfp.analysis import metrics
+from dlfp.analysis.runs import RunData, accounting, load_run, read_trace, stall_threshold_s, target_s, trial_rows
+from dlfp.paths import REPO_ROOT, sha256, write_json_atomic
+from dlfp.trials.config import parse_config
+from dlfp.trials.runfolder import MANIFEST, RunFolderError, write_parquet
+
+RUN = REPO_ROOT / "data" / "runs" / "cpu-default"
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict[str, Any]:
+    return json.loads((RUN / MANIFEST).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def run() -> RunData:
+    return load_run(RUN)
+
+
+@pytest.fixture(scope="module")
+def rows(run: RunData) -> pd.DataFrame:
+    return trial_rows(run)
+
+
+def copy_run(tmp_path: Path) -> Path:
+    dest = tmp_path / "cpu-default"
+    shutil.copytree(RUN, dest)
+    return dest
+
+
+def edit_manifest(run_dir: Path, edit) -> None:
+    m = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    edit(m)
+    write_json_atomic(run_dir / MANIFEST, m)
+
+
+def unit(m: dict[str, Any], trial: int, arm: str) -> dict[str, Any]:
+    return next(u for u in m["units"] if u["trial"] == trial and u["arm"] == arm)
+
+
+def rewrite_table(run_dir: Path, trial: int, arm: str, table: str, change) -> Path:
+    """Replace one table with ``change(df)`` and record its new checksum, as a writer bug would."""
+    path = run_dir / f"trial-{trial}" / arm / f"{table}.parquet"
+    df = pd.read_parquet(path)
+    write_parquet(change(df), path)
+    digest = sha256(path)
+    edit_manifest(run_dir, lambda m: unit(m, trial, arm)["files"].__setitem__(f"{table}.parquet", digest))
+    return path
+
+
+# The committed run, loaded whole.
+
+def test_every_trial_and_arm_of_the_manifest_is_loaded(run: RunData, manifest: dict[str, Any]) -> None:
+    n_trials = manifest["config"]["trials"]
+    arms = tuple(a["name"] for a in manifest["config"]["arms"])
+    assert run.trials == list(range(n_trials)) == [0, 1, 2]
+    assert run.arms == arms == ("stock", "dlfp")
+    assert set(run.tables) == {(k, a) for k in range(n_trials) for a in arms}
+    assert all(set(t) == {"requests", "tokens", "steps"} for t in run.tables.values())
+    assert sorted(run.workloads) == run.trials
+    assert not run.partial and run.manifest == manifest
+    assert run.config.seeds == tuple(unit(manifest, k, "stock")["seed"] for k in range(n_trials))
+
+
+def test_tables_loads_only_the_tables_asked_for(run: RunData) -> None:
+    only = load_run(RUN, tables=("steps",))
+    assert all(set(t) == {"steps"} for t in only.tables.values())
+    pd.testing.assert_frame_equal(only.tables[(1, "dlfp")]["steps"], run.tables[(1, "dlfp")]["steps"])
+
+
+def test_the_effective_config_has_the_designs_overrides(run: RunData, manifest: dict[str, Any]) -> None:
+    overrides = manifest["design"]["overrides"]
+    assert run.config.workload["rate_rps"] == overrides["workload"]["rate_rps"] != manifest["config"]["workload"][
+        "rate_rps"]
+    assert run.config.tpot_slo_s == pytest.approx(overrides["slo"]["tpot_ms"] / 1000)
+    assert run.config.ttft_slo_s == pytest.approx(overrides["slo"]["ttft_ms"] / 1000)
+
+
+def test_accounting_finds_no_mismatch_in_the_committed_run(run: RunData, manifest: dict[str, Any]) -> None:
+    n = manifest["config"]["workload"]["n_requests"]
+    for (k, arm), t in run.tables.items():
+        assert accounting(t["requests"], t["tokens"], run.workloads[k]) == {
+            "n_expected": n, "n_recorded": n, "prompt_mismatches": 0, "output_mismatches": 0}, (k, arm)
+        # independently: every request's prompt is the workload's, token for token count
+        want = {r.request_id: r.prompt_len for r in run.workloads[k]}
+        assert dict(zip(t["requests"].request_id, t["requests"].prompt_len, strict=True)) == want
+
+
+def test_accounting_counts_each_kind_of_mismatch(run: RunData) -> None:
+    t, wl = run.tables[(0, "stock")], run.workloads[0]
+    req, tok = t["requests"].copy(), t["tokens"]
+    first, second = req.request_id.iloc[0], req.request_id.iloc[1]
+    req.loc[req.request_id == first, "prompt_len"] += 1
+    dropped = tok.drop(tok.index[tok.request_id == second][-1:])  # the second request lost its last token
+    counts = accounting(req, dropped, wl)
+    assert counts == {"n_expected": 100, "n_recorded": 100, "prompt_mismatches": 1, "output_mismatches": 1}
+    # a failed request is not held to its output length; a request that is not recorded is not counted
+    req.loc[req.request_id == second, "status"] = "failed"
+    assert accounting(req.iloc[1:], dropped, wl) == {"n_expected": 100, "n_recorded": 99, "prompt_mismatches": 0,
+                                                     "output_mismatches": 0}
+
+
+def test_trial_rows_has_one_row_per_trial_and_arm(run: RunData, rows: pd.DataFrame) -> None:
+    assert len(rows) == 6 and not rows.duplicated(["trial", "arm"]).any()
+    assert list(zip(rows.trial, rows.arm, strict=True)) == [(k, a) for k in run.trials for a in run.arms]
+    t = run.tables[(0, "stock")]
+    summary = metrics.summarize(t["requests"], t["tokens"], 1.0, 1.0)
+    expected = {"trial", "seed", "arm", *summary, "n_expected", "n_recorded", "prompt_mismatches",
+                "output_mismatches", "agreement_rate", "mismatched"}
+    assert set(rows.columns) == expected
+    assert (rows.seed == rows.trial).all()  # seeds: null, so trial k replays seed k
+    assert (rows.agreement_rate == 1.0).all() and (rows.mismatched == 0).all()  # CPU float32: identical outputs
+
+
+def _pooled_gaps(tokens: pd.DataFrame) -> np.ndarray:
+    """Inter-token gaps as ``vllm bench serve`` counts them, written out here without the metrics module."""
+    gaps = []
+    for _, g in tokens.groupby("request_id"):
+        t = g.sort_values("index").t_s.to_numpy()
+        d = np.diff(t)
+        gaps.extend(d[d > 0])
+    return np.asarray(gaps)
+
+
+def test_trial_rows_numbers_are_the_traces(run: RunData, rows: pd.DataFrame) -> None:
+    threshold, long_gap = stall_threshold_s(run.config), target_s(run.config)
+    for (k, arm), t in run.tables.items():
+        row = rows[(rows.trial == k) & (rows.arm == arm)].iloc[0]
+        ok = t["requests"][t["requests"].status == "ok"]
+        gaps = _pooled_gaps(t["tokens"][t["tokens"].request_id.isin(ok.request_id)])
+        assert row.itl_p99_ms == pytest.approx(1000 * np.percentile(gaps, 99), rel=1e-12)
+        assert row.stalls == int((gaps > threshold).sum())
+        assert row.long_gap_share == pytest.approx((gaps > long_gap).mean())
+        ttft = (ok.first_token_s - ok.arrival_s).to_numpy()
+        assert row.ttft_p99_ms == pytest.approx(1000 * np.percentile(ttft, 99), rel=1e-12)
+        assert row.n_ok == len(ok) == 100 and row.output_tokens == ok.output_len.sum() == len(t["tokens"])
+
+
+def test_stall_threshold_and_target_of_the_committed_run(run: RunData, manifest: dict[str, Any]) -> None:
+    slo_ms = manifest["design"]["overrides"]["dlfp"]["itl_slo_ms"]  # the design's ITL objective: 71.6 ms
+    assert stall_threshold_s(run.config) == pytest.approx(slo_ms / 1000) == pytest.approx(0.0716)
+    assert target_s(run.config) == pytest.approx(slo_ms / 2000) == pytest.approx(0.0358)  # default fraction 0.5
+
+
+@settings(max_examples=30, deadline=None)
+@given(slo_ms=st.floats(1.0, 60000.0), fraction=st.floats(0.01, 1.0))
+def test_stall_threshold_and_target_follow_the_dlfp_parameters(slo_ms: float, fraction: float) -> None:
+    cfg = parse_config({"dlfp": {"itl_slo_ms": slo_ms, "target_fraction": fraction}, "design": {"kind": "fixed"}})
+    assert stall_threshold_s(cfg) == pytest.approx(slo_ms / 1000)
+    assert target_s(cfg) == pytest.approx(slo_ms * fraction / 1000)
+    assert target_s(cfg) <= stall_threshold_s(cfg)
+
+
+# Damaged copies: refused by name.
+
+def test_a_changed_byte_is_refused_naming_the_file(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+    path = run_dir / "trial-1" / "dlfp" / "tokens.parquet"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(RunFolderError, match="does not match its checksum") as err:
+        load_run(run_dir)
+    assert str(path) in str(err.value)
+
+
+def test_a_file_that_is_not_read_is_still_verified(tmp_path: Path) -> None:
+    """Every file the manifest vouches for is checked, read or not (telemetry here)."""
+    run_dir = copy_run(tmp_path)
+    path = run_dir / "trial-2" / "stock" / "telemetry.parquet"
+    path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(RunFolderError, match="checksum") as err:
+        load_run(run_dir, tables=("requests",))
+    assert str(path) in str(err.value)
+
+
+def test_a_nan_first_token_of_an_ok_request_is_refused_naming_the_file(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+
+    def nan_first(df: pd.DataFrame) -> pd.DataFrame:
+        df = df.copy()
+        df.loc[df.index[3], "first_token_s"] = math.nan
+        assert df.status.iloc[3] == "ok"
+        return df
+
+    path = rewrite_table(run_dir, 0, "dlfp", "requests", nan_first)
+    load_run(run_dir, tables=("steps",))  # checksums agree: only the metrics' check can catch it
+    with pytest.raises(RunFolderError, match="first_token_s is NaN/inf for ok request") as err:
+        load_run(run_dir)
+    assert str(path) in str(err.value) and "restore it or rerun the trial" in str(err.value)
+    with pytest.raises(RunFolderError, match="first_token_s") as err:
+        read_trace(path, "requests", sha256(path))
+    assert str(path) in str(err.value)
+
+
+def test_tokens_whose_clock_runs_backwards_are_refused_by_read_trace(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+
+    def backwards(df: pd.DataFrame) -> pd.DataFrame:
+        df = df.copy()
+        first = df.index[df.request_id == df.request_id.iloc[0]]
+        df.loc[first, "t_s"] = df.loc[first, "t_s"].to_numpy()[::-1]
+        return df
+
+    path = rewrite_table(run_dir, 2, "stock", "tokens", backwards)
+    with pytest.raises(RunFolderError, match="t_s decreases with index") as err:
+        read_trace(path, "tokens", sha256(path))
+    assert str(path) in str(err.value)
+    with pytest.raises(RunFolderError, match=str(path)):
+        load_run(run_dir)
+
+
+def test_a_workload_without_its_checksum_is_refused(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, lambda m: m["workloads"].pop("trial-1/workload.parquet"))
+    with pytest.raises(RunFolderError, match="has no checksum in the manifest") as err:
+        load_run(run_dir)
+    assert str(run_dir / "trial-1" / "workload.parquet") in str(err.value)
+
+
+def test_a_config_that_no_longer_parses_is_refused_naming_the_manifest(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, lambda m: m["config"]["engine"].__setitem__("dtype", "float64"))
+    with pytest.raises(ValueError, match="its config no longer parses") as err:
+        load_run(run_dir)
+    assert str(run_dir / MANIFEST) in str(err.value) and "dtype" in str(err.value)
+
+
+# Unfinished runs: refused unless asked for on purpose.
+
+def interrupt(run_dir: Path, trial: int, arm: str) -> None:
+    """The copy as a run interrupted before ``trial``'s ``arm`` finished."""
+    shutil.rmtree(run_dir / f"trial-{trial}" / arm)
+
+    def edit(m: dict[str, Any]) -> None:
+        u = unit(m, trial, arm)
+        u["status"] = "missing"
+        for key in ("files", "finished", "wall_s", "send_lateness_ms"):
+            u.pop(key, None)
+        m.update(status="interrupted", missing=[f"trial-{trial}/{arm}"])
+
+    edit_manifest(run_dir, edit)
+
+
+def test_an_interrupted_run_is_refused_unless_partial_is_allowed(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+    interrupt(run_dir, 2, "dlfp")
+    with pytest.raises(RunFolderError, match="interrupted run") as err:
+        load_run(run_dir)
+    assert "missing: trial-2/dlfp" in str(err.value) and "allow_partial=True" in str(err.value)
+
+    partial = load_run(run_dir, allow_partial=True)
+    assert partial.partial
+    assert partial.trials == [0, 1]  # trial 2 lacks an arm: not a paired trial
+    assert (2, "stock") in partial.tables and (2, "dlfp") not in partial.tables
+    rows = trial_rows(partial)
+    assert list(zip(rows.trial, rows.arm, strict=True)) == [(0, "stock"), (0, "dlfp"), (1, "stock"), (1, "dlfp")]
+
+
+def test_complete_status_with_an_unfinished_unit_is_refused_even_when_partial(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+    interrupt(run_dir, 0, "stock")
+    edit_manifest(run_dir, lambda m: m.update(status="complete"))
+    for allow in (False, True):
+        with pytest.raises(RunFolderError, match="says complete, but some of its units do not"):
+            load_run(run_dir, allow_partial=allow)

@@ -1,0 +1,301 @@
+"""``dlfp.analysis.tables``: the paper-style tables of committed runs hold the numbers their traces
+give, computed again here independently of :mod:`dlfp.analysis.stats` (plain arithmetic and
+SciPy's t quantile), and the regime verdict says what the design record and the stock stalls say.
+
+Runs read (never written): ``data/runs/cpu-default`` (and its one-core and 6 x 50 variants for the
+design and trials tables), every run under ``data/runs/generalization-cpu`` and
+``data/runs/generalization-sim``. ``interval_divergence`` is checked on hand-made step frames whose
+answer is known. Each run's trial rows are computed once per module (:func:`rows_of`), for the tables
+and the checks alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from dlfp.analysis.runs import RunData, load_run, trial_rows
+from dlfp.analysis.tables import (
+    arms_table,
+    design_table,
+    generalization_table,
+    interval_divergence,
+    paper_table,
+    regime,
+    trials_table,
+)
+from dlfp.paths import REPO_ROOT
+from dlfp.trials.runfolder import MANIFEST
+
+RUNS = REPO_ROOT / "data" / "runs"
+CPU = RUNS / "cpu-default"
+
+
+def run_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if (p / MANIFEST).is_file())
+
+
+@pytest.fixture(scope="module")
+def run() -> RunData:
+    return load_run(CPU)
+
+
+@pytest.fixture(scope="module")
+def rows(run: RunData) -> pd.DataFrame:
+    return rows_of(run)
+
+
+@pytest.fixture(scope="module")
+def sim_runs() -> list[RunData]:
+    return [load_run(d) for d in run_dirs(RUNS / "generalization-sim")]
+
+
+@pytest.fixture(scope="module")
+def cpu_ladder() -> list[RunData]:
+    return [load_run(d) for d in run_dirs(RUNS / "generalization-cpu")]
+
+
+_ROWS: dict[tuple[Path, tuple[int, ...], tuple[str, ...]], pd.DataFrame] = {}
+
+
+def rows_of(run: RunData) -> pd.DataFrame:
+    """:func:`trial_rows` of a run (tested in ``test_runs.py``), computed once per module: the tables
+    compute them for every call, and the by-hand checks here need them too."""
+    key = (run.path, tuple(run.trials), run.arms)
+    if key not in _ROWS:
+        _ROWS[key] = trial_rows(run)
+    return _ROWS[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _rows_once() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("dlfp.analysis.tables.trial_rows", rows_of)
+        yield
+
+
+def reductions_by_hand(rows: pd.DataFrame, metric: str, arm: str = "dlfp") -> list[float]:
+    """Per-trial 100 * (stock - arm) / stock, in trial order, straight from the rows."""
+    out = []
+    for k in sorted(rows.trial.unique()):
+        s = rows[(rows.trial == k) & (rows.arm == "stock")][metric].item()
+        d = rows[(rows.trial == k) & (rows.arm == arm)][metric].item()
+        out.append(100 * (s - d) / s)
+    return out
+
+
+def t_interval(values: list[float]) -> tuple[float, float]:
+    x = np.asarray(values)
+    half = sps.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return x.mean() - half, x.mean() + half
+
+
+# paper_table
+
+def test_paper_table_reductions_are_the_per_trial_reductions(rows: pd.DataFrame) -> None:
+    table = paper_table(rows)
+    itl = reductions_by_hand(rows, "itl_p99_ms")
+    assert list(table.index) == [0, 1, 2] and table.index.name == "trial"
+    assert table["ITL reduction (%)"].tolist() == pytest.approx(itl, rel=1e-12)
+    assert table["ITL reduction (%)"].mean() == pytest.approx(float(np.mean(itl)), rel=1e-12)
+    assert table["TTFT change (%)"].tolist() == pytest.approx([-r for r in reductions_by_hand(rows, "ttft_p99_ms")])
+    stock, dlfp = rows[rows.arm == "stock"].set_index("trial"), rows[rows.arm == "dlfp"].set_index("trial")
+    assert table["P99 ITL stock (ms)"].tolist() == stock.itl_p99_ms.tolist()
+    assert table["P99 TTFT DLFP (ms)"].tolist() == dlfp.ttft_p99_ms.tolist()
+    assert table["gaps > ITL SLO, stock (%)"].tolist() == pytest.approx((100 * stock.stall_share).tolist())
+    assert table["failures"].tolist() == (stock.n_failed + dlfp.n_failed).tolist() == [0, 0, 0]
+    assert table["seed"].tolist() == [0, 1, 2]
+    # the committed headline (README): DLFP lowers P99 ITL in every trial, and raises P99 TTFT
+    assert (table["ITL reduction (%)"] > 0).all() and (table["TTFT change (%)"] > 0).all()
+
+
+def test_paper_table_of_a_hand_made_arm() -> None:
+    def row(trial: int, arm: str, itl: float, ttft: float, failed: int) -> dict[str, Any]:
+        return {"trial": trial, "seed": 10 + trial, "arm": arm, "itl_p99_ms": itl, "ttft_p99_ms": ttft,
+                "stall_share": itl / 1000, "slo_compliance": 0.5, "n_failed": failed, "agreement_rate": 0.75}
+
+    rows = pd.DataFrame([row(0, "stock", 100, 200, 1), row(0, "x", 80, 250, 2),
+                         row(1, "stock", 50, 100, 0), row(1, "x", 60, 50, 0)])
+    table = paper_table(rows, arm="x")
+    assert table["ITL reduction (%)"].tolist() == pytest.approx([20.0, -20.0])
+    assert table["TTFT change (%)"].tolist() == pytest.approx([25.0, -50.0])
+    assert table["gaps > ITL SLO, DLFP (%)"].tolist() == pytest.approx([8.0, 6.0])
+    assert table["failures"].tolist() == [3, 0] and table["seed"].tolist() == [10, 11]
+    assert table["output agreement"].tolist() == [0.75, 0.75]
+
+
+# arms_table
+
+def test_arms_table_rows_and_interval(run: RunData, rows: pd.DataFrame) -> None:
+    table = arms_table(run, rows).set_index("arm")
+    assert list(table.index) == ["stock", "dlfp"]
+    assert table.loc["stock", "settings"] == "stock vLLM" and table.loc["dlfp", "settings"] == "DLFP"
+    assert all(math.isnan(table.loc["stock", c]) for c in ("ITL reduction vs stock (%)", "ITL CI lo (%)",
+                                                            "ITL CI hi (%)", "TTFT change vs stock (%)"))
+    itl = reductions_by_hand(rows, "itl_p99_ms")
+    lo, hi = t_interval(itl)
+    assert table.loc["dlfp", "ITL reduction vs stock (%)"] == pytest.approx(np.mean(itl))
+    assert (table.loc["dlfp", "ITL CI lo (%)"], table.loc["dlfp", "ITL CI hi (%)"]) == pytest.approx((lo, hi))
+    assert table.loc["dlfp", "TTFT change vs stock (%)"] == pytest.approx(-np.mean(reductions_by_hand(rows,
+                                                                                                    "ttft_p99_ms")))
+    for arm in ("stock", "dlfp"):
+        mine = rows[rows.arm == arm]
+        assert table.loc[arm, "P99 ITL (ms)"] == pytest.approx(mine.itl_p99_ms.mean())
+        assert table.loc[arm, "worst gap (ms)"] == mine.worst_gap_ms.max()
+
+
+# regime
+
+def test_the_committed_run_is_in_regime(run: RunData, rows: pd.DataFrame) -> None:
+    r = regime(run, rows)
+    assert r == {"predicted_stall_share": run.manifest["design"]["predicted"]["stall_share"],
+                 "realized_stall_share": pytest.approx(rows[rows.arm == "stock"].long_gap_share.mean()),
+                 "flags": [], "verdict": "in regime"}
+    assert r["realized_stall_share"] > run.manifest["design"]["rules"]["realized_min_stall_share"]
+
+
+def with_manifest(run: RunData, edit) -> RunData:
+    manifest = copy.deepcopy(run.manifest)
+    edit(manifest)
+    return dataclasses.replace(run, manifest=manifest)
+
+
+def test_regime_flags_each_reason_in_its_words(run: RunData, rows: pd.DataFrame) -> None:
+    stock = rows.arm == "stock"
+    rare = rows.assign(long_gap_share=np.where(stock, 0.005, rows.long_gap_share))
+    assert regime(run, rare)["verdict"] == ("OUTSIDE REGIME: stock's prefill stalls (gaps above T*) were 0.50% of "
+                                            "gaps, below the 1.0% a pooled P99 reliably sees")
+    common = rows.assign(long_gap_share=np.where(stock, 0.4, rows.long_gap_share))
+    assert regime(run, common)["flags"] == ["stock's prefill stalls (gaps above T*) were 40.0% of gaps, above 25%: "
+                                            "not a tail"]
+    warned = with_manifest(run, lambda m: m["design"].update(problems=["load 0.9 above max_load 0.8"]))
+    assert regime(warned, rows)["verdict"] == "OUTSIDE REGIME: predicted: load 0.9 above max_load 0.8"
+    old = with_manifest(run, lambda m: m.pop("design"))
+    assert regime(old, rows)["flags"] == ["no design record (run made before pre-flight designs)"]
+    assert math.isnan(regime(old, rows)["predicted_stall_share"])
+    partial = with_manifest(run, lambda m: m.update(status="interrupted"))
+    assert regime(partial, rows)["flags"] == ["partial run (status interrupted)"]
+
+
+# design_table and trials_table
+
+def test_design_table_reads_the_design_records(run: RunData) -> None:
+    one_core = load_run(RUNS / "cpu-default-1core", tables=("requests", "tokens"))
+    table = design_table([run, one_core], outcome=True).set_index("run")
+    assert list(table.index) == ["cpu-default", "cpu-default-1core"]
+    for r in (run, one_core):
+        d, row = r.manifest["design"], table.loc[r.path.name]
+        assert row["decode step d (ms)"] == pytest.approx(1e3 * d["measured"]["decode_s"])
+        assert row["prefill per token b (us)"] == pytest.approx(1e6 * d["measured"]["prefill_per_token_s"])
+        assert row["arrival rate (req/s)"] == d["overrides"]["workload"]["rate_rps"]
+        assert row["TPOT SLO (ms)"] == pytest.approx(d["overrides"]["slo"]["tpot_ms"])
+        assert row["DLFP target T* (ms)"] == pytest.approx(1e3 * d["predicted"]["target_s"])
+        assert row["engine threads"] == r.manifest["engine_env"]["VLLM_CPU_OMP_THREADS_BIND"]
+        assert row["P99 ITL reduction (%)"] == pytest.approx(np.mean(reductions_by_hand(rows_of(r),
+                                                                                        "itl_p99_ms")))
+        assert row["DLFP on P99 ITL"] == f"reduces it by a mean of {row['P99 ITL reduction (%)']:.1f}%"
+        assert row["design"] == "scaled" and row["regime"] == "in regime"
+    assert table["engine threads"].to_dict() == {"cpu-default": "0-1", "cpu-default-1core": "0"}
+    assert "P99 ITL reduction (%)" not in design_table([run]).columns  # outcome only on request
+
+
+def test_trials_table_compares_splits_of_the_same_work(run: RunData) -> None:
+    split = load_run(RUNS / "cpu-default-6x50", tables=("requests", "tokens"))
+    table = trials_table([run, split])
+    assert table["trials"].to_dict() == {"cpu-default": 3, "cpu-default-6x50": 6}
+    assert table["requests per trial"].to_dict() == {"cpu-default": 100, "cpu-default-6x50": 50}
+    for r in (run, split):
+        row = table.loc[r.path.name]
+        itl = reductions_by_hand(rows_of(r), "itl_p99_ms")
+        assert (row["CI lo (%)"], row["CI hi (%)"]) == pytest.approx(t_interval(itl))
+        assert row["CI width (points)"] == pytest.approx(row["CI hi (%)"] - row["CI lo (%)"])
+        assert row["arms' wall time (s)"] == pytest.approx(sum(u["wall_s"] for u in r.manifest["units"]))
+
+
+# generalization_table
+
+def test_generalization_table_of_the_modeled_study(sim_runs: list[RunData]) -> None:
+    table = generalization_table(sim_runs)
+    assert table["run"].tolist() == [r.path.name for r in sim_runs] and len(table) == 5
+    for r, (_, row) in zip(sim_runs, table.iterrows(), strict=True):
+        engine = json.loads((r.path / MANIFEST).read_text())["config"]["engine"]
+        assert row["model"] == engine["model"] and row["TP"] == engine["sim"]["tp"]
+        assert row["device"] == f"{engine['sim']['profile']} (modeled)"
+        assert row["stock budget"] == engine["max_num_batched_tokens"]
+        assert row["source"].startswith("simulated: cost profile " + engine["sim"]["profile"])
+        assert row["trials"] == len(r.trials) == 3
+        rows = rows_of(r)
+        itl = reductions_by_hand(rows, "itl_p99_ms")
+        assert row["ITL reduction (%)"] == pytest.approx(np.mean(itl))
+        assert (row["ITL CI lo (%)"], row["ITL CI hi (%)"]) == pytest.approx(t_interval(itl))
+        assert row["TTFT reduction (%)"] == pytest.approx(np.mean(reductions_by_hand(rows, "ttft_p99_ms")))
+        assert row["prefill stalls stock (% of gaps)"] == pytest.approx(
+            100 * rows[rows.arm == "stock"].long_gap_share.mean())
+        assert row["signal divergence"] == pytest.approx(
+            float(np.median([interval_divergence(r.tables[(k, "dlfp")]["steps"]) for k in r.trials])))
+        assert row["DLFP variant"] == "paper's law" and row["regime"] == regime(r, rows)["verdict"]
+    assert set(zip(table.model, table.TP, strict=True)) >= {("qwen3-8b", 1), ("qwen3-8b", 2)}
+
+
+def test_generalization_table_of_the_cpu_ladder(cpu_ladder: list[RunData]) -> None:
+    table = generalization_table(cpu_ladder)
+    assert table["run"].tolist() == [r.path.name for r in cpu_ladder]
+    for r, (_, row) in zip(cpu_ladder, table.iterrows(), strict=True):
+        assert row["model"] == r.config.engine.model and row["TP"] == r.config.engine.tensor_parallel_size == 1
+        assert "Intel" in row["device"] and "(modeled)" not in row["device"]
+        assert row["source"].startswith("measured: ")
+        assert row["ITL reduction (%)"] == pytest.approx(np.mean(reductions_by_hand(rows_of(r), "itl_p99_ms")))
+    assert table.model.tolist() == ["qwen3-small", "qwen3-tiny"]
+
+
+def test_generalization_table_skips_runs_without_the_arm(cpu_ladder: list[RunData]) -> None:
+    assert generalization_table(cpu_ladder, arm="no-such-arm").empty
+
+
+# interval_divergence on hand-made steps
+
+def steps(schedule: list[float], complete: list[float], prefill: list[int] | None = None,
+          decode: list[int] | None = None) -> pd.DataFrame:
+    n = len(schedule)
+    return pd.DataFrame({"step": range(n), "schedule_t": schedule, "complete_t": complete,
+                         "prefill_tokens": prefill or [64] * n, "decode_reqs": decode or [2] * n})
+
+
+def test_interval_divergence_known_answer() -> None:
+    # scheduler-call intervals after steps 0..2: 1, 1, 1 (step 3 has none)
+    # completion cadences of steps 1..3: 1.0, 1.25, 0.5 (step 0 has none)
+    # mixed steps with both: 1 and 2 -> |1 - 1| / 1 = 0 and |1 - 1.25| / 1.25 = 0.2 -> median 0.1
+    s = steps([0.0, 1.0, 2.0, 3.0], [0.5, 1.5, 2.75, 3.25])
+    assert interval_divergence(s) == pytest.approx(0.1)
+    assert interval_divergence(s.iloc[::-1]) == pytest.approx(0.1)  # ordered by step, not by row
+    # step 2 prefills nothing: only step 1 is mixed
+    assert interval_divergence(steps([0.0, 1.0, 2.0, 3.0], [0.5, 1.5, 2.75, 3.25], prefill=[64, 64, 0, 64])) == 0.0
+    # step 1 has no decodes: only step 2 is mixed
+    assert interval_divergence(steps([0.0, 1.0, 2.0, 3.0], [0.5, 1.5, 2.75, 3.25],
+                                     decode=[2, 0, 2, 2])) == pytest.approx(0.2)
+
+
+def test_interval_divergence_without_mixed_steps_is_nan() -> None:
+    assert math.isnan(interval_divergence(steps([0.0, 1.0, 2.0], [0.5, 1.5, 2.5], prefill=[0, 0, 0])))
+    assert math.isnan(interval_divergence(steps([0.0], [0.5])))
+
+
+@settings(max_examples=50, deadline=None)
+@given(intervals=st.lists(st.floats(1e-3, 1.0), min_size=3, max_size=30), lag=st.floats(0.0, 1e-3))
+def test_a_synchronous_engine_has_no_divergence(intervals: list[float], lag: float) -> None:
+    """Each step completes just before the next is scheduled: both signals measure the same step."""
+    schedule = np.concatenate([[0.0], np.cumsum(intervals)])
+    complete = np.concatenate([schedule[1:] - lag, [schedule[-1] + 1.0]])
+    assert interval_divergence(steps(schedule.tolist(), complete.tolist())) == pytest.approx(0.0, abs=1e-9)

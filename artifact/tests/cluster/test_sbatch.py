@@ -1,0 +1,214 @@
+"""``dlfp.cluster.sbatch``: the script of a :class:`~dlfp.cluster.plan.Job` (its ``#SBATCH`` lines:
+name, log, time limit from the estimate, one GPU per TP rank as ``--gres`` or ``--gpus``, site
+settings; then the environment and ``exec`` of the pipeline, without ``--signal`` or ``--requeue``),
+and the submission of a plan as an ``afterok`` chain with ``--kill-on-invalid-dep=yes`` that cancels
+what it submitted when one ``sbatch`` fails.
+
+Nothing reaches SLURM: ``sbatch``, ``squeue`` and ``scancel`` are replaced by recorders
+(``tests/integration/test_slurm.py`` submits to a real one). ``tests/cluster/test_plan.py`` already
+checks the GPU lines of the A100 plan's jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlfp.cluster import sbatch
+from dlfp.cluster.estimate import limit_s, slurm_time
+from dlfp.cluster.plan import Job, Plan
+from dlfp.cluster.sbatch import GPU_REQUESTS, SUBMISSION, Slurm, directives, gpu_option, script, submit
+
+ROOT = Path("/srv/dlfp")
+
+
+def job(name: str = "gen-qwen3-8b-tp2", gpus: int = 2, after: tuple[str, ...] = (), work_s: float = 1000.0,
+        log: Path = Path("/scratch/runs/generalization/qwen3-8b-tp2.%j.log")) -> Job:
+    return Job(name=name, notebooks=("02_generalization",),
+               pipeline_args=("--root", str(ROOT), "--only", "02_generalization", "--models", "qwen3-8b",
+                              "--tensor-parallel-sizes", str(gpus), "--notebooks-out", "/scratch/runs/jobs/x y"),
+               gpus=gpus, work_s=work_s, basis=("qwen3-8b-tp2: 6 arm(s) x (180 s start + 25 s load)",
+                                                "simulated a100-qwen3-0.6b-tp1: 6 arm(s)"),
+               log=log, after=after)
+
+
+def sbatch_lines(text: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in text.splitlines() if line.startswith("#SBATCH ")]
+
+
+# gpu_option
+
+@pytest.mark.parametrize(("n", "slurm", "option"), [
+    (0, Slurm(), None), (-1, Slurm(gpu_request="gpus"), None),
+    (1, Slurm(), "--gres=gpu:1"), (2, Slurm(gpu_type="a100"), "--gres=gpu:a100:2"),
+    (1, Slurm(gpu_request="gpus"), "--gpus=1"), (4, Slurm(gpu_request="gpus", gpu_type="h100"), "--gpus=h100:4"),
+])
+def test_gpu_option(n: int, slurm: Slurm, option: str | None) -> None:
+    assert gpu_option(n, slurm) == option
+
+
+def test_the_gpu_request_kinds() -> None:
+    assert GPU_REQUESTS == ("gres", "gpus") and Slurm().gpu_request == "gres"
+
+
+# directives and script
+
+def test_the_sbatch_lines_of_a_job() -> None:
+    j = job()
+    assert directives(j, Slurm(), ROOT) == [
+        "--job-name=dlfp-gen-qwen3-8b-tp2", f"--output={j.log}", f"--chdir={ROOT}", "--nodes=1", "--ntasks=1",
+        f"--time={slurm_time(limit_s(1000.0))}", "--gres=gpu:2"]
+    assert slurm_time(limit_s(1000.0)) == "00:35:00"  # 1000 s x 1.5 + 600 s, in whole minutes
+
+
+def test_one_gpu_per_tensor_parallel_rank_and_none_for_cpu_jobs() -> None:
+    for tp in (1, 2, 4):
+        assert f"--gres=gpu:{tp}" in directives(job(gpus=tp), Slurm(), ROOT)
+    assert not [o for o in directives(job(gpus=0), Slurm(gpu_type="a100"), ROOT) if "gpu" in o]
+
+
+def test_site_settings_become_sbatch_lines_in_order() -> None:
+    slurm = Slurm(partition="gpu", account="proj42", gpu_request="gpus", gpu_type="a100", cpus_per_task=16,
+                  mem="200G", time="12:00:00", exclusive=True, sbatch_args=("--qos=high", "--constraint=nvlink"))
+    assert directives(job(), slurm, ROOT)[5:] == [
+        "--time=12:00:00", "--gpus=a100:2", "--partition=gpu", "--account=proj42", "--cpus-per-task=16",
+        "--mem=200G", "--exclusive", "--qos=high", "--constraint=nvlink"]
+
+
+def test_the_script_text() -> None:
+    j = job(after=("trials",))
+    text = script(j, Slurm(), ROOT)
+    lines = text.splitlines()
+    assert text.endswith("\n") and lines[0] == "#!/bin/bash"
+    assert lines[1:8] == [f"#SBATCH {o}" for o in directives(j, Slurm(), ROOT)]
+    assert lines[8] == "# dlfp cluster job gen-qwen3-8b-tp2: notebooks 02_generalization; 2 GPU(s)"
+    assert lines[9:11] == [f"# estimate: {b}" for b in j.basis]
+    assert lines[11] == "set -euo pipefail"
+    assert lines[-2] == ('echo "[dlfp-cluster] job ${SLURM_JOB_ID:-?} gen-qwen3-8b-tp2 on $(hostname) at '
+                         '$(date -Is)"')
+    assert lines[-1].startswith("exec ")
+    assert shlex.split(lines[-1]) == ["exec", sys.executable, "-m", "dlfp.cli", "pipeline", *j.pipeline_args]
+    # SIGTERM at the time limit is the pipeline's to handle; a resubmission replans: no requeue
+    assert "--signal" not in text and "--requeue" not in text
+    assert "afterok" not in text  # dependencies are sbatch options at submission
+
+
+def test_the_jobs_environment() -> None:
+    python = script(job(), Slurm(python="/opt/py/bin/python", setup=("module load cuda/12.4",), allow_dirty=True),
+                    ROOT).splitlines()
+    assert python[-1].startswith("exec /opt/py/bin/python -m dlfp.cli pipeline ")
+    assert python.index("module load cuda/12.4") < python.index("export DLFP_ALLOW_DIRTY=1") < len(python) - 2
+    conda = script(job(), Slurm(conda_env="my env"), ROOT).splitlines()
+    assert conda[conda.index("set -euo pipefail") + 1:][:2] == ['eval "$(conda shell.bash hook)"',
+                                                                 "conda activate 'my env'"]
+    assert conda[-1].startswith("exec python -m dlfp.cli pipeline ")
+    assert "DLFP_ALLOW_DIRTY" not in script(job(), Slurm(), ROOT)
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"python": "/opt/py", "conda_env": "dlfp"}, "'python' and 'conda_env' exclude each other"),
+    ({"cpus_per_task": 0}, "'cpus_per_task' = 0"), ({"cpus_per_task": True}, "'cpus_per_task' = True"),
+])
+def test_contradictory_settings_are_refused(settings: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        Slurm(**settings)
+
+
+# submit, against recorders
+
+class FakeSlurm:
+    """``sbatch --parsable`` answers ``<id>;<cluster>``; ``squeue`` lists ``queue``; ``scancel`` is noted."""
+
+    def __init__(self, fail_at: int | None = None, queue: str = "") -> None:
+        self.sbatch: list[list[str]] = []
+        self.scancel: list[list[str]] = []
+        self.fail_at = fail_at
+        self.queue = queue
+
+    def run(self, args: Sequence[str]) -> str:
+        args = list(args)
+        if args[0] == "squeue":
+            return self.queue
+        assert args[0] == "sbatch", args
+        if self.fail_at is not None and len(self.sbatch) == self.fail_at:
+            raise RuntimeError("sbatch: error: invalid partition")
+        self.sbatch.append(args)
+        return f"{1000 + len(self.sbatch)};cluster\n"
+
+    def subprocess_run(self, args: Sequence[str], **kwargs: Any) -> Any:
+        assert args[0] == "scancel", args
+        self.scancel.append(list(args))
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch):
+    def install(**kw: Any) -> FakeSlurm:
+        f = FakeSlurm(**kw)
+        monkeypatch.setattr(sbatch, "_run", f.run)
+        monkeypatch.setattr(sbatch.subprocess, "run", f.subprocess_run)
+        return f
+    return install
+
+
+def chain(runs: Path) -> Plan:
+    jobs = (job("verify", 1, (), log=runs / "verify.%j.log"), job("trials", 1, ("verify",), log=runs / "t.%j.log"),
+            job("gen-a", 2, ("trials",), log=runs / "gen" / "a.%j.log"),
+            job("gen-b", 2, ("gen-a", "trials"), log=runs / "gen" / "b.%j.log"),
+            job("book", 0, ("verify", "trials", "gen-a", "gen-b"), log=runs / "book.%j.log"))
+    return Plan(jobs, (("gen-c", "complete"),), runs, runs / "book")
+
+
+def test_submit_chains_the_jobs_with_afterok(tmp_path: Path, fake) -> None:
+    slurm = fake()
+    runs = tmp_path / "runs"
+    plan = chain(runs)
+    ids = submit(plan, Slurm(gpu_type="a100"), ROOT)
+    assert ids == {"verify": "1001", "trials": "1002", "gen-a": "1003", "gen-b": "1004", "book": "1005"}
+    deps = [None, "afterok:1001", "afterok:1002", "afterok:1003:1002", "afterok:1001:1002:1003:1004"]
+    for args, j, dep in zip(slurm.sbatch, plan.jobs, deps, strict=True):
+        path = runs / "jobs" / f"{j.name}.sbatch"
+        assert args == ["sbatch", "--parsable", "--kill-on-invalid-dep=yes",
+                        *([f"--dependency={dep}"] if dep else []), str(path)]
+        assert path.read_text() == script(j, Slurm(gpu_type="a100"), ROOT)
+        assert j.log.parent.is_dir()
+    assert slurm.scancel == []
+    record = json.loads((runs / "jobs" / SUBMISSION).read_text())
+    assert [(r["name"], r["id"], r["after"], r["gpus"]) for r in record["jobs"]] == [
+        (j.name, ids[j.name], list(j.after), j.gpus) for j in plan.jobs]
+    assert record["jobs"][2]["log"] == str(runs / "gen" / "a.1003.log")
+    assert record["jobs"][0]["time_limit"] == slurm_time(limit_s(1000.0))
+    assert record["skipped"] == [{"name": "gen-c", "reason": "complete"}]
+    assert record["slurm"]["gpu_type"] == "a100"
+
+
+def test_a_failed_sbatch_cancels_the_half_chain(tmp_path: Path, fake) -> None:
+    slurm = fake(fail_at=2)
+    runs = tmp_path / "runs"
+    with pytest.raises(RuntimeError, match="invalid partition"):
+        submit(chain(runs), Slurm(), ROOT)
+    assert len(slurm.sbatch) == 2 and slurm.scancel == [["scancel", "1001", "1002"]]
+    assert not (runs / "jobs" / SUBMISSION).exists()
+    assert (runs / "jobs" / "gen-a.sbatch").is_file()  # the scripts stay for inspection
+
+
+def test_a_previous_submission_still_queued_is_not_submitted_again(tmp_path: Path, fake) -> None:
+    runs = tmp_path / "runs"
+    fake()
+    submit(chain(runs), Slurm(), ROOT)
+    slurm = fake(queue="1003 RUNNING\n1005 PENDING\n77 RUNNING\n1001 COMPLETED\n")
+    assert sbatch.queued(runs) == {"gen-a": "1003 RUNNING", "book": "1005 PENDING"}
+    with pytest.raises(RuntimeError, match=r"still queued or running \(gen-a: 1003 RUNNING, book: 1005 PENDING\)"):
+        submit(chain(runs), Slurm(), ROOT)
+    assert slurm.sbatch == []
+    fake(queue="1001 COMPLETED\n")
+    assert sbatch.queued(runs) == {}
+
+
+def test_nothing_queued_without_a_previous_submission(tmp_path: Path) -> None:
+    assert sbatch.queued(tmp_path) == {}  # no squeue call: there is nothing to ask about
