@@ -160,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=TRIAL_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     trial.add_argument("config", nargs="?", help="YAML config (default: the CPU defaults)")
     trial.add_argument("--out", required=True, type=Path, help="run folder, e.g. data/runs/<id>")
-    trial.add_argument("--quiet", action="store_true", help="no progress bars")
+    trial.add_argument("--quiet", action="store_true",
+                       help="no progress lines (the engines' own output goes to <out>.engine.log either way)")
     trial.add_argument("--allow-dirty", action="store_true",
                        help="run even if the code differs from its git commit (recorded in the manifest)")
     trial.set_defaults(func=_trial)
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dlfp: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM in dlfp trial (dlfp.trials.interrupts.Interrupted)
-        print(f"dlfp: interrupted ({exc or 'SIGINT'}); finished units are kept, rerun the same command to resume",
+        print(f"dlfp: interrupted ({str(exc) or 'SIGINT'}); finished units are kept, rerun the same command to resume",
               file=sys.stderr)
         return getattr(exc, "exit_code", INTERRUPTED)
 

@@ -18,7 +18,6 @@ from hypothesis import settings
 
 from dlfp.trials.provenance import ALLOW_DIRTY_ENV
 
-
 # Property tests draw the same examples on every CI run (a landing never depends on a seed), and
 # fresh ones elsewhere: `make fuzz` explores, keeping what it finds in .hypothesis/ to replay.
 # A find becomes an explicit @example (or a regression test) so CI keeps checking it.

@@ -3,6 +3,12 @@
 ``make artifact`` runs every notebook; ``make book`` re-executes only the ones that read traces
 (results, reproducibility) and rebuilds the book from what is committed. The end-to-end test
 runs the same code with reduced parameters into a scratch copy of the book sources.
+
+The terminal gets one line per notebook and the progress lines of the trials the notebooks run
+(relayed from their kernels, :mod:`dlfp.trials.progress`); what a kernel and the processes it
+starts print themselves goes to ``build/logs/<notebook>.log`` (``--logs``), the engines' output to
+each run's engine log. The job ends with the headline result and the claims' verdicts
+(:mod:`dlfp.book.summary`) and where the book is.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -21,10 +28,16 @@ from typing import Any
 
 import yaml
 
+from dlfp.trials.progress import duration
+
 NOTEBOOKS = ("00_verify", "01_paired_trials", "02_generalization", "03_results", "04_reproducibility")
-FROM_TRACES = ("03_results", "04_reproducibility")
+RESULTS = "03_results"
+"""The notebook whose runs the job's closing lines summarise."""
+FROM_TRACES = (RESULTS, "04_reproducibility")
 """Notebooks that only read ``data/``: enough to re-render the book from committed traces."""
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+LOGS = Path("build") / "logs"
+"""Where the kernels' own output goes, relative to the repository root (``build/`` is not committed)."""
 
 
 def notebook_parameters(run: str, gen: str, sim: str, reduced: bool) -> dict[str, dict[str, Any]]:
@@ -59,29 +72,54 @@ def load_target(path: Path | None) -> dict[str, Any]:
 
 
 def execute(root: Path, out_dir: Path, params: dict[str, dict[str, Any]], names: tuple[str, ...],
-            target: dict[str, Any] | None = None) -> None:
+            target: dict[str, Any] | None = None, logs: Path | None = None) -> None:
     """Run ``names`` in order; the first failing notebook stops the job (its traceback stays in it).
 
     Each notebook gets the ``target`` values its parameters cell declares, then ``params[name]``.
     A finished notebook is normalised (:mod:`dlfp.book.render`): the same traces and code render the
     same bytes. ``out_dir`` (``book/generated/``) holds outputs, not code a run depends on, so
     writing it does not make the runs started by later notebooks dirty (:mod:`dlfp.trials.provenance`).
+
+    While a notebook runs, this process's descriptors point at ``logs/<name>.log`` (default
+    :data:`LOGS` under ``root``; :func:`dlfp.harness.quiet.output_to`), which the kernel inherits:
+    its own warnings, and what ipykernel echoes of the processes it starts, go there. The trials'
+    progress lines come through a sink file and are relayed here (:mod:`dlfp.trials.progress`).
     """
     import papermill
 
     from dlfp.book.render import normalise_file
+    from dlfp.harness.quiet import output_to, tail
+    from dlfp.trials.manifest import now
+    from dlfp.trials.progress import TAIL_LINES, progress_sink, progress_stream, relay
 
+    logs = root / LOGS if logs is None else logs
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        started = time.monotonic()
-        source = root / "notebooks" / f"{name}.ipynb"
-        declared = papermill.inspect_notebook(str(source))
-        values = {**{k: v for k, v in (target or {}).items() if k in declared}, **params[name]}
-        print(f"[pipeline] {name} ...", file=sys.stderr, flush=True)
-        papermill.execute_notebook(str(source), str(out_dir / f"{name}.ipynb"), parameters=values,
-                                   cwd=str(root), kernel_name="python3", progress_bar=False)
-        normalise_file(out_dir / f"{name}.ipynb")
-        print(f"[pipeline] {name} done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    with progress_stream() as stream, progress_sink(logs) as sink:  # in this order: the stream is not the sink
+        assert stream is not None
+
+        def say(text: str) -> None:
+            stream.write(f"[pipeline] {text}\n")
+            stream.flush()
+
+        for i, name in enumerate(names, 1):
+            started = time.monotonic()
+            source = root / "notebooks" / f"{name}.ipynb"
+            declared = papermill.inspect_notebook(str(source))
+            values = {**{k: v for k, v in (target or {}).items() if k in declared}, **params[name]}
+            log = logs / f"{name}.log"
+            say(f"{name} (notebook {i}/{len(names)}) ...; kernel output: {log}")
+            try:
+                with relay(sink, stream), output_to(log, f"===== {now()} {name} (pipeline pid {os.getpid()})"):
+                    papermill.execute_notebook(str(source), str(out_dir / f"{name}.ipynb"), parameters=values,
+                                               cwd=str(root), kernel_name="python3", progress_bar=False)
+            except Exception as exc:
+                say(f"{name} failed after {duration(time.monotonic() - started)}: {type(exc).__name__}; its "
+                    f"traceback is in {out_dir / f'{name}.ipynb'}; last lines of {log}:")
+                for line in tail(log, TAIL_LINES):
+                    say(f"  | {line}")
+                raise
+            normalise_file(out_dir / f"{name}.ipynb")
+            say(f"{name} done in {duration(time.monotonic() - started)} (notebook {i}/{len(names)})")
 
 
 def build_book(book_root: Path) -> Path:
@@ -195,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--notebooks-out", type=Path,
                     help="write the executed notebooks here (default: the book's book/generated)")
     ap.add_argument("--no-book", action="store_true", help="execute the notebooks only, do not build the book")
+    ap.add_argument("--logs", type=Path,
+                    help=f"folder for each notebook kernel's own output (default: {LOGS} under the root)")
     args = ap.parse_args(argv)
     if args.book_only and args.only:
         ap.error("--book-only and --only exclude each other (--book-only is --only " + " ".join(FROM_TRACES) + ")")
@@ -206,18 +246,23 @@ def main(argv: list[str] | None = None) -> int:
     params = notebook_parameters(args.run, args.gen, args.sim, args.reduced)
     select_pairs(params, args.models, args.tensor_parallel_sizes)
     book = root if args.no_book and args.notebooks_out else prepare_book(root, args.book_dir)
+    target, logs = load_target(args.params), args.logs or root / LOGS
     with _sigterm_waits_for_the_kernel() as stopped:
         try:
-            execute(root, args.notebooks_out or book / "book" / "generated", params, names, load_target(args.params))
+            execute(root, args.notebooks_out or book / "book" / "generated", params, names, target, logs)
         except BaseException:
             if not stopped:
                 raise
             print("[pipeline] stopped by SIGTERM: finished arms are kept; run (or submit) the same command again to "
                   "resume", file=sys.stderr)
             return 128 + signal.SIGTERM
-    if args.no_book:
-        print(f"[pipeline] {', '.join(names)} executed; total {time.monotonic() - started:.0f} s", file=sys.stderr)
-        return 0
-    html = build_book(book)
-    print(f"[pipeline] book at {html / 'index.html'}; total {time.monotonic() - started:.0f} s", file=sys.stderr)
+    html = None if args.no_book else build_book(book)
+    if RESULTS in names:
+        from dlfp.book.summary import result_lines
+
+        for line in result_lines(root, effective_parameters(root, RESULTS, params, target)):
+            print(f"[pipeline] {line}", file=sys.stderr)
+    total = f"total {duration(time.monotonic() - started)}; kernel output in {logs}"
+    print(f"[pipeline] {', '.join(names)} executed; {total}" if html is None
+          else f"[pipeline] book at {html / 'index.html'}; {total}", file=sys.stderr)
     return 0

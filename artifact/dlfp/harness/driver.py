@@ -136,10 +136,13 @@ async def drive(target: Target, requests: Sequence[Request],
     """Replay ``requests`` open-loop against ``target``; returns the client-side trace.
 
     One dispatcher waits for each arrival and spawns the request; lateness (send minus
-    scheduled arrival) is reported with the trace.
+    scheduled arrival) is reported with the trace. ``progress`` is called with 1 as each request
+    ends, and once with 0 as the replay starts, which tells a progress report the engine is up.
     """
     traces = [RequestTrace(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
     tasks: list[asyncio.Task[None]] = []
+    if progress is not None:
+        progress(0)  # before t0: reporting it costs the first send nothing
     t0 = time.monotonic()
     try:
         for tr in traces:

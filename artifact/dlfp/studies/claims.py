@@ -19,11 +19,12 @@ import pandas as pd
 import yaml
 
 from dlfp.analysis.labels import source_line
-from dlfp.analysis.runs import RunData, trial_rows
+from dlfp.analysis.runs import RunData, load_run, trial_rows
 from dlfp.analysis.stats import paired
 from dlfp.analysis.tables import regime
 from dlfp.paths import CONFIGS
 from dlfp.trials.config import REFERENCE
+from dlfp.trials.provenance import run_folders
 
 CLAIMS_FILE = CONFIGS / "claims.yaml"
 EXPECTATIONS = ("ci_lo_above", "ci_hi_below", "ci_overlaps", "at_least", "at_most")
@@ -118,6 +119,17 @@ def expectation_text(expect: Mapping[str, Any]) -> str:
     return "; ".join(words[k].format(v) for k, v in expect.items())
 
 
+def claim_runs(paired_run: RunData, gpu_run_dir: str | Path, modeled_root: str | Path,
+               baselines_root: str | Path) -> dict[str, RunData | None]:
+    """The runs ``claims.yaml`` names, as the results chapter renders them: ``paired``, ``gpu`` (None
+    when ``gpu_run_dir`` is empty) and ``modeled:<label>``/``baselines:<target>`` for the run folders
+    under those roots. One function, so the book and the pipeline's closing lines judge the same runs."""
+    runs: dict[str, RunData | None] = {"paired": paired_run, "gpu": load_run(gpu_run_dir) if gpu_run_dir else None}
+    runs.update({f"modeled:{d.name}": load_run(d) for d in run_folders([modeled_root])})
+    runs.update({f"baselines:{d.name}": load_run(d) for d in run_folders([baselines_root])})
+    return runs
+
+
 def evaluate(runs: Mapping[str, RunData | None], claims: list[dict[str, Any]] | None = None) -> pd.DataFrame:
     """One row per (claim, source): the paper's value, ours, the declared expectation, the verdict.
 
@@ -137,7 +149,9 @@ def evaluate(runs: Mapping[str, RunData | None], claims: list[dict[str, Any]] | 
                 out.append({**entry, "ours": "", "source": f"no {row['run']} run rendered",
                             "verdict": "not testable here", "note": row.get("note", "")})
                 continue
-            rows = cache.setdefault(row["run"], trial_rows(run))
+            if row["run"] not in cache:  # each run's rows once, however many claim rows read it
+                cache[row["run"]] = trial_rows(run)
+            rows = cache[row["run"]]
             arm = row.get("arm", "dlfp")
             if arm not in run.arms:
                 raise ValueError(f"claims: row {row} names arm {arm!r}, but {run.path} has arms {list(run.arms)}")
@@ -155,3 +169,8 @@ def evaluate(runs: Mapping[str, RunData | None], claims: list[dict[str, Any]] | 
                         "source": source_line(run), "verdict": verdict,
                         "note": row.get("note", "")})
     return pd.DataFrame(out, columns=["claim", "paper", "ours", "source", "expected (declared)", "verdict", "note"])
+
+
+def verdict_kinds(claims: pd.DataFrame) -> pd.Series:
+    """Each row's verdict without its parenthesised reason: reproduced, not reproduced, not testable here."""
+    return claims.verdict.str.split(" (", regex=False).str[0]

@@ -27,6 +27,19 @@ from dlfp.paths import sha256
 MANIFEST = "manifest.json"
 
 
+def engine_log(run_dir: Path) -> Path:
+    """Where the engines of a run write their own output (vLLM's and PyTorch's notices and warnings):
+    ``<run folder>.engine.log``, beside the folder like its lock file, not in it.
+
+    The folder holds exactly what its manifest vouches for, so copying, checksumming or sizing it
+    (the reproducibility appendix) gives the same answer on every machine; the log differs from one
+    execution to the next, is never read back, and ``.gitignore`` keeps it out of commits.
+    """
+    run_dir = Path(run_dir)
+    run_dir = run_dir if run_dir.name else run_dir.resolve()
+    return run_dir.with_name(f"{run_dir.name}.engine.log")
+
+
 KIND = "dlfp-paired-trials"
 
 

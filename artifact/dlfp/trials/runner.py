@@ -11,6 +11,10 @@ Each arm is a unit of work: it runs in ``trial-<k>/.<arm>.partial`` and is renam
 only when all its tables are written, and the manifest (itself replaced atomically) records
 it. A crash or Ctrl-C leaves every finished unit and a manifest listing what is missing; the
 same command resumes, and a folder holding a different config is refused, never overwritten.
+
+The run reports one line per unit of work (:mod:`dlfp.trials.progress`); what the engines print
+themselves, from every process vLLM starts, goes to ``<run folder>.engine.log``
+(:func:`~dlfp.trials.runfolder.engine_log`, :mod:`dlfp.harness.quiet`), whose end a failure shows.
 """
 
 from __future__ import annotations
@@ -20,17 +24,20 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from dlfp.harness import workload
+from dlfp.harness.quiet import output_to
 from dlfp.paths import sha256, write_json_atomic
 from dlfp.trials.config import TrialConfig
 from dlfp.trials.interrupts import Interrupted, StopSignal, watch_interrupt
 from dlfp.trials.manifest import exclusive, missing_units, now, open_run
-from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS, RunFolderError, write_parquet
+from dlfp.trials.progress import RunProgress, progress_stream
+from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS, RunFolderError, engine_log, write_parquet
 
 
 def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list[workload.Request]:
@@ -46,9 +53,7 @@ def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list
 
 
 def _run_unit(config: TrialConfig, out: Path, unit: dict[str, Any], requests: list[workload.Request],
-              progress: bool) -> dict[str, Any]:
-    from tqdm import tqdm
-
+              on_request: Callable[[int], None]) -> dict[str, Any]:
     from dlfp.harness.arm import run_arm
 
     trial_dir = out / f"trial-{unit['trial']}"
@@ -58,10 +63,9 @@ def _run_unit(config: TrialConfig, out: Path, unit: dict[str, Any], requests: li
     shutil.rmtree(final, ignore_errors=True)  # not in the manifest as complete: incomplete
     partial.mkdir(parents=True)
     started = time.monotonic()
-    label = f"trial {unit['trial']} (seed {unit['seed']}) {unit['arm']:>5}"
-    with tqdm(total=len(requests), desc=label, unit="req", disable=not progress, file=sys.stderr) as bar:
+    with output_to(engine_log(out), f"===== {now()} trial-{unit['trial']}/{unit['arm']} (seed {unit['seed']})"):
         result = run_arm(config.engine_for(unit["arm"]), requests, partial / "steps.jsonl",
-                         progress=bar.update, telemetry_interval_s=config.telemetry_interval_s)
+                         progress=on_request, telemetry_interval_s=config.telemetry_interval_s)
     tables = {"requests": result.trace.requests, "tokens": result.trace.tokens,
               "steps": result.steps, "telemetry": result.telemetry}
     for name, df in tables.items():
@@ -91,8 +95,11 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirt
             return manifest
         manifest.update(status="running", missing=missing_units(manifest), resumed=now())
         write_json_atomic(out / MANIFEST, manifest)
-        with watch_interrupt() as ctrl_c:
-            _run_units(config, out, manifest, progress, ctrl_c)
+        with progress_stream(progress) as stream, watch_interrupt() as ctrl_c:
+            report = RunProgress(out, manifest, stream)
+            report.begin(engine_log(out))
+            _run_units(config, out, manifest, report, ctrl_c)
+            report.finished(engine_log(out))
         manifest.update(status="complete", finished=now(), missing=[])
         for stale in ("error", "interrupted_by"):
             manifest.pop(stale, None)
@@ -100,7 +107,7 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirt
         return manifest
 
 
-def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], progress: bool) -> TrialConfig:
+def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress) -> TrialConfig:
     """The config the arms run: the requested one with its design's overrides.
 
     The pre-flight runs once per run folder: its measurement and the derived design are recorded
@@ -118,11 +125,11 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], progress: 
         decoders = max(1, round(config.design.rules.decoders))
         sim = config.engine.sim
         source = "measured" if sim is None else f"simulated (cost profile {sim.get('profile', 'a100')})"
-        if progress:
-            print(f"{out}: pre-flight on the {REFERENCE} engine ...", file=sys.stderr, flush=True)
+        report.preflight(REFERENCE)
         started = time.monotonic()
-        result = run_preflight(config.engine_for(REFERENCE), facts, decoders,
-                               int(config.workload.get("vocab_size", 32000)), source)
+        with output_to(engine_log(out), f"===== {now()} pre-flight on the {REFERENCE} engine"):
+            result = run_preflight(config.engine_for(REFERENCE), facts, decoders,
+                                   int(config.workload.get("vocab_size", 32000)), source)
         design = derive(config.design, result.measured, facts, config.raw)
         record = {**design.record(), "enforced": config.design.enforce, "finished": now(),
                   "wall_s": round(time.monotonic() - started, 2)}
@@ -136,23 +143,25 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], progress: 
         manifest.pop("refused_design", None)
         manifest["design"] = record
         write_json_atomic(out / MANIFEST, manifest)
+        report.preflight_done(record["wall_s"])
     return config.with_overrides(manifest["design"]["overrides"])
 
 
-def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], progress: bool,
+def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress,
                stop: StopSignal) -> None:
     """Every missing unit in order; on any exit but success the manifest says what is missing."""
     try:
-        config = _design(config, out, manifest, progress)
+        config = _design(config, out, manifest, report)
         for i, unit in enumerate(manifest["units"]):
             if unit["status"] == "complete":
                 continue
             requests = _workload_for(config, out, unit["trial"], unit["seed"])
             name = f"trial-{unit['trial']}/workload.parquet"
             manifest.setdefault("workloads", {})[name] = sha256(out / name)
-            manifest["units"][i] = _run_unit(config, out, unit, requests, progress)
+            manifest["units"][i] = _run_unit(config, out, unit, requests, report.unit(i, requests))
             manifest["missing"] = missing_units(manifest)
             write_json_atomic(out / MANIFEST, manifest)
+            report.unit_done(i, manifest["units"][i])
     except BaseException as exc:
         stop.stopping = True  # signals from here on are only noted: the manifest write must finish
         if manifest["status"] == "refused":
@@ -165,6 +174,7 @@ def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], progres
                         error=f"{type(exc).__name__}: {exc}" if sig is None else None,
                         interrupted_by=None if sig is None else sig.name, missing=missing_units(manifest))
         write_json_atomic(out / MANIFEST, manifest)
+        report.stopped(exc, None if sig is None else sig.name, engine_log(out))
         if sig is not None and not isinstance(exc, KeyboardInterrupt):
             raise Interrupted(sig) from exc
         raise

@@ -1,0 +1,294 @@
+"""``dlfp.studies.claims``: the declared claims (``configs/claims.yaml``) evaluated against the
+committed runs as the results chapter does (``notebooks/03_results.ipynb``: its parameters, then
+:func:`claim_runs` and :func:`evaluate`) give every row one of the documented verdicts, and the
+verdict is the one the declared range and the traces give, computed again here by hand; a row whose
+run is absent is *not testable here*, and a fabricated claims file the run cannot meet comes out
+*not reproduced* (the evaluation can come out either way).
+
+To stay fast, the roots handed to :func:`claim_runs` hold links to just the committed run folders
+``claims.yaml`` names (the notebook's roots also hold runs no claim reads), and each run's trial rows
+are computed once, for the arms claims compare (:func:`rows_once`); ``data/runs`` is only read.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats as sps
+
+from dlfp.analysis.labels import source_line
+from dlfp.analysis.runs import RunData, load_run, trial_rows
+from dlfp.analysis.tables import regime
+from dlfp.paths import REPO_ROOT
+from dlfp.studies import claims as claims_mod
+from dlfp.studies.claims import CLAIMS_FILE, claim_runs, evaluate, expectation_text, load_claims, verdict_kinds
+from dlfp.trials.provenance import run_folders
+
+KINDS = ("reproduced", "not reproduced", "not testable here")
+"""The verdicts the module documents (a "not testable here" may add its reason in parentheses)."""
+COLUMNS = ["claim", "paper", "ours", "source", "expected (declared)", "verdict", "note"]
+
+
+def notebook_parameters() -> dict[str, Any]:
+    """The results notebook's parameters cell, as papermill would leave it without overrides."""
+    nb = json.loads((REPO_ROOT / "notebooks" / "03_results.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    assert "parameters" in cell["metadata"].get("tags", [])
+    values: dict[str, Any] = {}
+    exec("".join(cell["source"]), values)  # the repository's own notebook
+    values.pop("__builtins__")
+    return values
+
+
+PARAMS = notebook_parameters()
+DECLARED = load_claims()
+ROWS = [row for claim in DECLARED for row in claim["rows"]]
+
+
+def named(prefix: str) -> list[str]:
+    return sorted({row["run"].split(":", 1)[1] for row in ROWS if row["run"].startswith(prefix + ":")})
+
+
+@pytest.fixture(scope="module")
+def paired_run() -> RunData:
+    return load_run(REPO_ROOT / PARAMS["run_dir"])
+
+
+@pytest.fixture(scope="module")
+def runs(paired_run: RunData, tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunData | None]:
+    roots = {}
+    for prefix, key in (("modeled", "modeled_root"), ("baselines", "baselines_root")):
+        roots[prefix] = tmp_path_factory.mktemp(prefix)
+        for name in named(prefix):
+            (roots[prefix] / name).symlink_to(REPO_ROOT / PARAMS[key] / name, target_is_directory=True)
+    return claim_runs(paired_run, PARAMS["gpu_run_dir"], roots["modeled"], roots["baselines"])
+
+
+@pytest.fixture(scope="module")
+def table(runs: dict[str, RunData | None]) -> pd.DataFrame:
+    return evaluate(runs)
+
+
+COMPARED = {"stock", "dlfp", *(row.get("arm", "dlfp") for row in ROWS)}
+"""The arms any claim compares with stock: the only ones whose trial rows are computed here."""
+_MEMO: dict[tuple[Path, tuple[int, ...], tuple[str, ...]], pd.DataFrame] = {}
+
+
+def rows_once(run: RunData) -> pd.DataFrame:
+    """:func:`trial_rows` of the arms claims compare, once per run and set of trials.
+
+    Each arm's rows are computed on their own against stock, so those of the compared arms are the
+    whole run's, without the other twelve arms of a baselines run (several seconds saved here).
+    """
+    key = (run.path, tuple(run.trials), run.arms)
+    if key not in _MEMO:
+        config = dataclasses.replace(run.config, arms=tuple(a for a in run.config.arms if a.name in COMPARED))
+        _MEMO[key] = trial_rows(dataclasses.replace(run, config=config))
+    return _MEMO[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _rows_once() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(claims_mod, "trial_rows", rows_once)
+        yield
+
+
+@pytest.fixture(scope="module")
+def rows_of(runs: dict[str, RunData | None]) -> dict[str, pd.DataFrame]:
+    return {name: rows_once(run) for name, run in runs.items() if run is not None}
+
+
+def by_hand(run: RunData, rows: pd.DataFrame, value: str, arm: str) -> dict[str, float]:
+    """The numbers a claim row tests, from the trial rows with plain arithmetic."""
+    mine, stock = rows[rows.arm == arm].set_index("trial"), rows[rows.arm == "stock"].set_index("trial")
+    if value == "itl_reduction":
+        red = (100 * (stock.itl_p99_ms - mine.itl_p99_ms) / stock.itl_p99_ms).to_numpy()
+        half = sps.t.ppf(0.975, len(red) - 1) * red.std(ddof=1) / math.sqrt(len(red))
+        return {"value": red.mean(), "lo": red.mean() - half, "hi": red.mean() + half}
+    if value == "output_agreement":
+        return {"value": mine.agreement_rate.min()}
+    if value == "failures":
+        return {"value": float(rows.n_failed.sum())}
+    if value == "slo_change_abs":
+        return {"value": (mine.slo_compliance - stock.slo_compliance).abs().max()}
+    return {"value": mine.ttft_p99_ms.max() / (1000 * run.config.ttft_slo_s)}
+
+
+def meets(n: dict[str, float], expect: dict[str, Any]) -> bool:
+    tests = {"ci_lo_above": lambda b: n["lo"] > b, "ci_hi_below": lambda b: n["hi"] < b,
+             "ci_overlaps": lambda b: n["lo"] <= b[1] and n["hi"] >= b[0],
+             "at_least": lambda b: n["value"] >= b, "at_most": lambda b: n["value"] <= b}
+    return all(tests[k](b) for k, b in expect.items())
+
+
+# claim_runs: the mapping the chapter builds
+
+def test_claim_runs_maps_the_notebooks_roots(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(claims_mod, "load_run", lambda path: Path(path))  # names only: nothing is read
+    runs = claim_runs("paired-run", PARAMS["gpu_run_dir"], REPO_ROOT / PARAMS["modeled_root"],
+                      REPO_ROOT / PARAMS["baselines_root"])
+    modeled = run_folders([REPO_ROOT / PARAMS["modeled_root"]])
+    baselines = run_folders([REPO_ROOT / PARAMS["baselines_root"]])
+    assert runs == {"paired": "paired-run", "gpu": None, **{f"modeled:{d.name}": d for d in modeled},
+                    **{f"baselines:{d.name}": d for d in baselines}}
+    assert PARAMS["gpu_run_dir"] == ""  # no GPU run is committed: the gpu rows cannot be tested
+    assert {row["run"] for row in ROWS} - set(runs) == set()  # every named run exists (gpu: as None)
+    assert claim_runs("p", "some/gpu/run", "no/such/root", "no/such/root") == {"paired": "p",
+                                                                               "gpu": Path("some/gpu/run")}
+
+
+# evaluate: the committed claims against the committed runs
+
+def test_every_declared_row_gets_a_documented_verdict(table: pd.DataFrame) -> None:
+    assert list(table.columns) == COLUMNS and len(table) == len(ROWS)
+    assert set(verdict_kinds(table)) <= set(KINDS)
+    assert all(v in KINDS or (v.startswith("not testable here (") and v.endswith(")")) for v in table.verdict)
+    assert table["claim"].tolist() == [c["claim"] for c in DECLARED for _ in c["rows"]]
+    assert table["expected (declared)"].tolist() == [expectation_text(r["expect"]) for r in ROWS]
+    assert table["note"].tolist() == [r.get("note", "") for r in ROWS]
+
+
+def test_rows_without_their_run_are_not_testable(table: pd.DataFrame) -> None:
+    gpu = [i for i, r in enumerate(ROWS) if r["run"] == "gpu"]
+    assert gpu and (table.verdict.iloc[gpu] == "not testable here").all()
+    assert (table.source.iloc[gpu] == "no gpu run rendered").all() and (table.ours.iloc[gpu] == "").all()
+
+
+def test_each_verdict_is_the_declared_range_against_the_traces(table: pd.DataFrame, runs: dict[str, RunData | None],
+                                                               rows_of: dict[str, pd.DataFrame]) -> None:
+    checked = 0
+    for i, row in enumerate(ROWS):
+        run = runs[row["run"]]
+        if run is None:
+            continue
+        arm = row.get("arm", "dlfp")
+        numbers = by_hand(run, rows_of[row["run"]], row["value"], arm)
+        if row["value"] == "itl_reduction" and regime(run, rows_of[row["run"]])["flags"]:
+            want = "not testable here (run outside its design regime)"
+        else:
+            want = "reproduced" if meets(numbers, row["expect"]) else "not reproduced"
+        got = table.iloc[i]
+        assert got.verdict == want, (row, numbers)
+        assert got.source == source_line(run)
+        assert f"{numbers['value']:.1f}" in got.ours or row["value"] != "itl_reduction"
+        assert got.ours.endswith(f" (arm {arm})") == (arm != "dlfp")
+        checked += 1
+    assert checked == sum(r["run"] != "gpu" for r in ROWS)
+
+
+def test_the_paired_runs_rows(table: pd.DataFrame, rows_of: dict[str, pd.DataFrame]) -> None:
+    """The CPU run's values as the chapter shows them (README: 59.2%, CI 44.6-73.8%, outputs identical)."""
+    paired = table[[r["run"] == "paired" for r in ROWS]]
+    assert set(paired.verdict) == {"reproduced"}
+    values = dict(zip([r["value"] for r in ROWS if r["run"] == "paired"], paired.ours, strict=True))
+    assert values["itl_reduction"] == "59.2% (paired 95% CI 44.6 to 73.8%, 3 trials)"
+    assert values["output_agreement"] == "100.0% of requests identical"
+    assert values["failures"] == "0 failed requests"
+    worst = rows_of["paired"].query("arm == 'dlfp'").ttft_p99_ms.max()
+    assert values["ttft_worst_over_slo"].endswith(f"worst DLFP P99 TTFT {worst:.0f} ms of a 1070 ms SLO")
+
+
+def test_verdict_kinds_drops_the_reason() -> None:
+    verdicts = pd.DataFrame({"verdict": ["reproduced", "not reproduced", "not testable here",
+                                         "not testable here (needs two or more trials)"]})
+    assert verdict_kinds(verdicts).tolist() == ["reproduced", "not reproduced", "not testable here",
+                                                "not testable here"]
+
+
+# Fabricated claims: the evaluation can come out either way
+
+def write_claims(tmp_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"claims": [{"id": "made-up", "claim": "a made-up claim", "paper": "none",
+                                                "rows": rows}]}), encoding="utf-8")
+    return load_claims(path)
+
+
+def test_a_claim_the_run_cannot_meet_is_not_reproduced(tmp_path: Path, paired_run: RunData,
+                                                       rows_of: dict[str, pd.DataFrame]) -> None:
+    n = {k: float(v) for k, v in by_hand(paired_run, rows_of["paired"], "itl_reduction", "dlfp").items()}
+    worst = by_hand(paired_run, rows_of["paired"], "ttft_worst_over_slo", "dlfp")["value"]
+    cases = [
+        ({"ci_lo_above": 99.0}, "not reproduced"),
+        ({"ci_lo_above": math.floor(n["lo"]) - 1.0}, "reproduced"),
+        ({"ci_hi_below": 10.0}, "not reproduced"),
+        ({"ci_overlaps": [0.0, math.floor(n["lo"]) - 1.0]}, "not reproduced"),
+        ({"ci_overlaps": [math.ceil(n["hi"]) + 1.0, 200.0]}, "not reproduced"),
+        ({"ci_overlaps": [math.ceil(n["lo"]), math.ceil(n["lo"]) + 1.0]}, "reproduced"),
+        ({"at_least": 100.0}, "not reproduced"),
+        ({"at_least": 0.0, "ci_lo_above": 99.0}, "not reproduced"),  # every expectation must hold
+    ]
+    rows = [{"run": "paired", "value": "itl_reduction", "expect": e} for e, _ in cases]
+    rows += [{"run": "paired", "value": "failures", "expect": {"at_least": 1}},
+             {"run": "paired", "value": "ttft_worst_over_slo", "expect": {"at_most": round(float(worst) / 2, 3)}},
+             {"run": "paired", "value": "slo_change_abs", "expect": {"at_most": 0.0}},
+             {"run": "absent", "value": "failures", "expect": {"at_most": 0}}]
+    wants = [w for _, w in cases] + ["not reproduced", "not reproduced", "reproduced", "not testable here"]
+    out = evaluate({"paired": paired_run}, write_claims(tmp_path, rows))
+    assert out.verdict.tolist() == wants
+    assert out.source.iloc[-1] == "no absent run rendered"
+
+
+def test_a_run_outside_its_regime_tests_no_itl_claim(tmp_path: Path, paired_run: RunData) -> None:
+    manifest = copy.deepcopy(paired_run.manifest)
+    manifest["design"]["problems"] = ["the load was too high"]
+    flagged = dataclasses.replace(paired_run, manifest=manifest)
+    claims = write_claims(tmp_path, [{"run": "paired", "value": "itl_reduction", "expect": {"ci_lo_above": 0.0}},
+                                     {"run": "paired", "value": "failures", "expect": {"at_most": 0}}])
+    assert evaluate({"paired": flagged}, claims).verdict.tolist() == [
+        "not testable here (run outside its design regime)", "reproduced"]
+
+
+def test_one_trial_tests_no_interval(tmp_path: Path, paired_run: RunData) -> None:
+    one = dataclasses.replace(paired_run, tables={k: v for k, v in paired_run.tables.items() if k[0] == 0})
+    claims = write_claims(tmp_path, [{"run": "paired", "value": "itl_reduction", "expect": {"ci_lo_above": 0.0}},
+                                     {"run": "paired", "value": "itl_reduction", "expect": {"at_least": 0.0}}])
+    out = evaluate({"paired": one}, claims)
+    assert out.verdict.tolist() == ["not testable here (needs two or more trials)", "reproduced"]
+    assert out.ours.iloc[1].endswith("% (one trial)")
+
+
+def test_an_arm_the_run_lacks_is_refused(tmp_path: Path, paired_run: RunData) -> None:
+    claims = write_claims(tmp_path, [{"run": "paired", "arm": "dlfp-completion", "value": "failures",
+                                      "expect": {"at_most": 0}}])
+    with pytest.raises(ValueError, match="names arm 'dlfp-completion'") as err:
+        evaluate({"paired": paired_run}, claims)
+    assert str(paired_run.path) in str(err.value)
+
+
+def test_with_no_runs_every_row_is_not_testable() -> None:
+    out = evaluate({})
+    assert len(out) == len(ROWS) and (out.verdict == "not testable here").all()
+    assert out.source.tolist() == [f"no {r['run']} run rendered" for r in ROWS]
+    assert np.array_equal(verdict_kinds(out).unique(), ["not testable here"])
+
+
+def test_the_default_claims_file_is_the_repositorys() -> None:
+    assert CLAIMS_FILE == REPO_ROOT / "configs" / "claims.yaml"
+    assert load_claims(CLAIMS_FILE) == DECLARED
+
+
+def test_evaluate_computes_each_runs_rows_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                               paired_run: RunData) -> None:
+    calls: list[Path] = []
+
+    def counting(run: RunData) -> pd.DataFrame:
+        calls.append(run.path)
+        return rows_once(run)
+
+    monkeypatch.setattr(claims_mod, "trial_rows", counting)
+    claims = write_claims(tmp_path, [{"run": "paired", "value": v, "expect": {"at_most": 1.0}}
+                                     for v in ("failures", "slo_change_abs", "ttft_worst_over_slo")])
+    assert len(evaluate({"paired": paired_run}, claims)) == 3
+    assert calls == [paired_run.path]
