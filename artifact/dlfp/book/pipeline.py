@@ -122,10 +122,28 @@ def execute(root: Path, out_dir: Path, params: dict[str, dict[str, Any]], names:
             say(f"{name} done in {duration(time.monotonic() - started)} (notebook {i}/{len(names)})")
 
 
-def build_book(book_root: Path) -> Path:
-    """Strict Jupyter Book build (warnings are errors); returns the HTML folder."""
+def build_book(book_root: Path, log: Path | None = None) -> Path:
+    """Strict Jupyter Book build (warnings are errors); returns the HTML folder.
+
+    With ``log``, Sphinx's page-by-page output goes there and only a failure shows its last lines
+    (the warnings that failed the build are among them); without, it goes to the terminal.
+    """
+    from dlfp.harness.quiet import tail
+    from dlfp.trials.progress import TAIL_LINES
+
     jb = Path(sys.executable).with_name("jupyter-book")
-    subprocess.run([str(jb), "build", str(book_root), "--all", "-W", "-n", "--keep-going"], check=True)
+    command = [str(jb), "build", str(book_root), "--all", "-W", "-n", "--keep-going"]
+    if log is None:
+        subprocess.run(command, check=True)
+        return book_root / "_build" / "html"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w", encoding="utf-8") as fh:
+        done = subprocess.run(command, stdout=fh, stderr=subprocess.STDOUT)
+    if done.returncode:
+        print(f"[pipeline] the book build failed (exit {done.returncode}); last lines of {log}:", file=sys.stderr)
+        for line in tail(log, TAIL_LINES):
+            print(f"[pipeline]   | {line}", file=sys.stderr)
+        raise subprocess.CalledProcessError(done.returncode, command)
     return book_root / "_build" / "html"
 
 
@@ -256,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
             print("[pipeline] stopped by SIGTERM: finished arms are kept; run (or submit) the same command again to "
                   "resume", file=sys.stderr)
             return 128 + signal.SIGTERM
-    html = None if args.no_book else build_book(book)
+    if not args.no_book:
+        print(f"[pipeline] building the book strictly; Sphinx output: {logs / 'book.log'}", file=sys.stderr, flush=True)
+    html = None if args.no_book else build_book(book, logs / "book.log")
     if RESULTS in names:
         from dlfp.book.summary import result_lines
 

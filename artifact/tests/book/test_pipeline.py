@@ -8,6 +8,7 @@ and ``--only`` execute, and what a bad parameter file or option gets. Nothing is
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,23 @@ def test_bad_options_stop_before_any_notebook(tmp_path: Path, recorded: list[dic
         run_main(tmp_path, *argv)
     assert stop.value.code == 2 and recorded == []
     assert "dlfp pipeline: error:" in capsys.readouterr().err
+
+
+def test_a_failed_book_build_shows_the_end_of_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Sphinx's page-by-page output stays in the log; a failure names the log and shows its last lines."""
+    from dlfp.book import pipeline
+
+    fake = tmp_path / "bin" / "jupyter-book"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nfor i in $(seq 1 40); do echo \"page $i\"; done\n"
+                    "echo 'WARNING: broken ref' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(pipeline.sys, "executable", str(fake.with_name("python")))
+    log = tmp_path / "logs" / "book.log"
+    with pytest.raises(subprocess.CalledProcessError):
+        pipeline.build_book(tmp_path, log)
+    err = capsys.readouterr().err
+    assert f"last lines of {log}" in err and "WARNING: broken ref" in err and "page 40" in err
+    assert "page 1\n" not in err  # the head stays in the log
+    assert log.read_text().startswith("page 1\n")
