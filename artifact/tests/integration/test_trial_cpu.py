@@ -1,4 +1,4 @@
-"""The harness end to end on the real CPU engine: a small paired trial, and ``vllm serve``.
+"""The harness end to end on the real CPU engine: a small paired trial through ``dlfp trial``, and ``vllm serve``.
 
 About three minutes for the trial (40 requests per arm) (two fresh engines) and one and a half per server (CPU model,
 then the modeled A100 executor).
@@ -7,7 +7,9 @@ then the modeled A100 executor).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,16 +27,44 @@ from dlfp.control.steplog import read_step_log
 from dlfp.harness.engine import cpu_environment
 from dlfp.harness.workload import WorkloadSpec, generate
 from dlfp.paths import REPO_ROOT, model_path
-from dlfp.trials.config import load_config
-from dlfp.trials.runner import run_trials
+from dlfp.trials.runfolder import engine_log
 
 pytestmark = pytest.mark.slow
 ROOT = REPO_ROOT
 
 
+ENGINE_TALK = re.compile(r"Triton|Warning|WARNING|NUMA|INFO|vllm|torch", re.IGNORECASE)
+"""What the engines' own output looks like; none of it may reach the terminal."""
+
+
 def test_small_paired_trial(tmp_path) -> None:
+    """``dlfp trial`` as a user runs it: a designed paired trial on the real engine, and a tool's talk:
+    progress lines on stderr, the status on stdout, what vLLM and PyTorch print (driver, engine core,
+    workers) in the run's engine log beside the folder."""
     out = tmp_path / "run"
-    manifest = run_trials(load_config(str(ROOT / "configs" / "cpu-smoke.yaml")), out, progress=False)
+    dlfp = Path(sys.executable).with_name("dlfp")
+    done = subprocess.run([str(dlfp), "trial", str(ROOT / "configs" / "cpu-smoke.yaml"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == f"{out}: complete\n"
+    lines = done.stderr.splitlines()
+    assert all(line.startswith("[run] ") for line in lines), done.stderr
+    assert not [line for line in lines if ENGINE_TALK.search(line.split(": ", 1)[-1].replace(str(tmp_path), ""))]
+    assert lines[0] == f"[run] 2 of 2 units to run (1 trial x arms stock, dlfp); engine output: {engine_log(out)}"
+    assert lines[1] == "[run] pre-flight: measuring the stock engine ..."
+    manifest = json.loads((out / "manifest.json").read_text())
+    n = manifest["config"]["workload"]["n_requests"]
+    for unit in ("trial 1/1 stock (unit 1/2)", "trial 1/1 dlfp (unit 2/2)"):
+        mine = [line for line in lines if unit in line]
+        assert f": engine starting; 0/{n} requests" in mine[0]
+        assert ": engine up after " in mine[1] and "left" in mine[1]
+        assert ": done in " in mine[-1] and 3 <= len(mine) <= 8, mine  # a few lines per arm, not one per request
+    assert lines[-1].startswith("[run] complete: 2 units") and lines[-1].endswith(f"engine output: {engine_log(out)}")
+    log = engine_log(out).read_text().splitlines()
+    headers = [line for line in log if line.startswith("===== ")]
+    assert len(headers) == 3 and headers[0].endswith("pre-flight on the stock engine")
+    assert len(log) > len(headers), "the engines printed nothing at all: is the log catching their descriptors?"
+    assert not (out / engine_log(out).name).exists()  # beside the run folder, not in it
     assert manifest["status"] == "complete"
     design = manifest["design"]  # measured by the pre-flight on this machine, then derived
     assert design["kind"] == "scaled" and design["problems"] == []
