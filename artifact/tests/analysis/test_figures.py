@@ -30,7 +30,7 @@ import pytest
 
 from dlfp.analysis import figures
 from dlfp.analysis.labels import source_line
-from dlfp.analysis.runs import RunData, load_run, target_s, trial_rows
+from dlfp.analysis.runs import RunData, load_run, target_s
 from dlfp.analysis.tables import generalization_table
 from dlfp.paths import REPO_ROOT
 from dlfp.trials.runfolder import MANIFEST
@@ -48,16 +48,6 @@ def run_dirs(root: Path, pattern: str = "*") -> list[Path]:
 def _close_figures() -> Iterator[None]:
     yield
     plt.close("all")
-
-
-@pytest.fixture(scope="module")
-def run() -> RunData:
-    return load_run(RUNS / "cpu-default")
-
-
-@pytest.fixture(scope="module")
-def rows(run: RunData) -> pd.DataFrame:
-    return trial_rows(run)
 
 
 FRONTIER_ARMS = ("stock", "mbt-256", "mbt-512", "mbt-1024", "mbt-2048", "cap", "dlfp")

@@ -26,16 +26,6 @@ RUNS = REPO_ROOT / "data" / "runs"
 
 
 @pytest.fixture(scope="module")
-def run() -> RunData:
-    return load_run(RUNS / "cpu-default")
-
-
-@pytest.fixture(scope="module")
-def rows(run: RunData) -> pd.DataFrame:
-    return trial_rows(run)
-
-
-@pytest.fixture(scope="module")
 def report(run: RunData) -> str:
     return format_report(run)
 
