@@ -34,16 +34,6 @@ def manifest() -> dict[str, Any]:
     return json.loads((RUN / MANIFEST).read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="module")
-def run() -> RunData:
-    return load_run(RUN)
-
-
-@pytest.fixture(scope="module")
-def rows(run: RunData) -> pd.DataFrame:
-    return trial_rows(run)
-
-
 def copy_run(tmp_path: Path) -> Path:
     dest = tmp_path / "cpu-default"
     shutil.copytree(RUN, dest)

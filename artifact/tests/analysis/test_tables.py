@@ -48,11 +48,6 @@ def run_dirs(root: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def run() -> RunData:
-    return load_run(CPU)
-
-
-@pytest.fixture(scope="module")
 def rows(run: RunData) -> pd.DataFrame:
     return rows_of(run)
 

@@ -117,13 +117,18 @@ def test_any_records_of_any_starts_round_trip(tmp_path_factory: pytest.TempPathF
     assert [rows for _, rows in got] == [[asdict(r) for r in records] for records in runs]
 
 
-def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
-    path = tmp_path / "steps.jsonl"
+def killed_mid_write(path: Path) -> Path:
+    """A log of one start (header run 0, step 0) whose engine was killed while writing step 1."""
     log = StepLog(path, header={"run": 0})
     log.add(rec(0))
     log.close([])
     with path.open("a", encoding="utf-8") as fh:
-        fh.write('{"step": 1, "schedule_t": 2.0, "compl')  # the engine was killed mid-write
+        fh.write('{"step": 1, "schedule_t": 2.0, "compl')  # no newline
+    return path
+
+
+def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    path = killed_mid_write(tmp_path / "steps.jsonl")
     [(header, rows)] = list(read_step_log(path))
     assert header == {"run": 0} and [r["step"] for r in rows] == [0]
 
@@ -135,12 +140,7 @@ def test_a_file_without_a_header_yields_no_run(tmp_path: Path) -> None:
 
 
 def test_a_start_after_a_torn_line_is_still_told_apart(tmp_path: Path) -> None:
-    path = tmp_path / "steps.jsonl"
-    first = StepLog(path, header={"run": 0})
-    first.add(rec(0))
-    first.close([])
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write('{"step": 1, "schedule_t": 2.0, "compl')  # killed mid-write: no newline
+    path = killed_mid_write(tmp_path / "steps.jsonl")
     second = StepLog(path, header={"run": 1})
     second.add(rec(7))
     second.close([])
