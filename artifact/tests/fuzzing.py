@@ -80,6 +80,14 @@ def apply(doc: Any, mutation: tuple) -> Any:
     return out
 
 
+def apply_all(doc: Any, edits: list[tuple]) -> Any:
+    """A deep copy of ``doc`` with each of ``edits`` applied in order: an editor's several changes
+    that only together tell a consistent (false) story."""
+    for mutation in edits:
+        doc = apply(doc, mutation)
+    return doc
+
+
 def names(mutation: tuple, depth: int = 2) -> list[str]:
     """What a refusal of ``mutation`` may name: the added key, or the innermost ``depth`` mapping
     keys on the edited path (an error in ``classes[0].prompt_len.uniform[1]`` may say ``uniform``

@@ -17,7 +17,7 @@ from dataclasses import asdict, fields
 
 import pytest
 import yaml
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from dlfp import cli
@@ -272,18 +272,26 @@ BASE_CLAIMS = yaml.safe_load(CLAIMS_FILE.read_text(encoding="utf-8"))
 
 @settings(max_examples=150, deadline=None)
 @given(mutations(BASE_CLAIMS, root=True))
+@example(mutation=("replace", ("claims", 0, "design_implied", "rules", 0), []))  # a fuzz find: a list as a rule
+# name raised TypeError (unhashable) instead of the file's error
 def test_claims_file(tmp_path_factory, mutation) -> None:
     """The declared claims: an edit is refused naming the file and the key, or every row stays evaluable."""
     path = tmp_path_factory.mktemp("claims") / "claims.yaml"
     path.write_text(yaml.safe_dump(apply(BASE_CLAIMS, mutation)), encoding="utf-8")
 
     def valid(claims: list) -> None:
-        from dlfp.studies.claims import VALUES, expectation_text
+        from dlfp.studies.claims import VALUES, design_reasons, expectation_text, falsifier
+        from dlfp.trials.design import RULE_DOCS
 
+        design_reasons(claims)
         for claim in claims:
+            assert all(r in RULE_DOCS for r in (claim.get("design_implied") or {}).get("rules", []))
             for row in claim["rows"]:
                 assert isinstance(row["run"], str) and row["value"] in VALUES
-                expectation_text(row["expect"])
+                expectation_text(row["expect"]), falsifier(row["expect"])
+                if row.get("given") is not None:
+                    assert row["given"]["value"] in VALUES and isinstance(row["given"]["unmet"], str)
+                    falsifier(row["given"]["expect"])
                 for key, bound in row["expect"].items():
                     bounds = bound if key == "ci_overlaps" else [bound]
                     assert all(finite(b) for b in bounds) and len(bounds) == (2 if key == "ci_overlaps" else 1)

@@ -4,7 +4,8 @@ traceback from inside pandas or pyarrow; valid traces give finite, consistent me
 
 One small valid run folder is written once by the trial runner itself, with the engine arm and
 the pre-flight replaced by the fakes of ``test_trial_runner.py`` (no engine starts); every example
-copies it and damages the copy.
+copies it and damages the copy. The committed CPU run ``data/runs/cpu-default`` is copied and its
+manifest edited to claim a GPU: refused by its own telemetry, or still labelled a CPU measurement.
 """
 
 from __future__ import annotations
@@ -24,24 +25,30 @@ from hypothesis import strategies as st
 
 from dlfp import cli
 from dlfp.analysis import metrics
+from dlfp.analysis.labels import scope_note, source_line
 from dlfp.analysis.runs import load_run, trial_rows
 from dlfp.harness.arm import ArmResult
+from dlfp.paths import REPO_ROOT
 from dlfp.trials import runfolder, runner
 from dlfp.trials.config import parse_config
-from tests.fuzzing import JUNK, apply, mutations
+from tests.fuzzing import JUNK, apply, apply_all, assert_names, mutations
 from tests.trials.fakes import FakeArms, fake_preflight
 
 CONFIG = {"name": "fuzz", "trials": 2, "workload": {"n_requests": 5, "rate_rps": 50.0}}
 
 
 class Arms(FakeArms):
-    """The runner tests' fake arm, with a steps table that has every column readers need."""
+    """The runner tests' fake arm, with a steps table that has every column readers need, and a GPU
+    sample beside the CPU one: the manifest records the host's own vLLM build and GPUs, and where that
+    is a GPU build the run is refused unless its telemetry saw a GPU (:func:`dlfp.analysis.runs.check_device`);
+    a CPU build's label ignores it."""
 
     def __call__(self, *args, **kwargs):
         result = super().__call__(*args, **kwargs)
         steps = pd.DataFrame({"step": [0, 1], "schedule_t": [0.0, 0.01], "complete_t": [0.01, 0.02],
                               "prefill_tokens": [64, 0], "decode_reqs": [0, 1]})
-        return ArmResult(result.trace, steps, result.telemetry)
+        telemetry = pd.concat([result.telemetry, result.telemetry.assign(source="gpu0")], ignore_index=True)
+        return ArmResult(result.trace, steps, telemetry)
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +209,8 @@ def test_consistently_rewritten_table(good, good_rows, tmp_path_factory, k, arm,
     mine = (rows.trial == k) & (rows.arm == arm)
     flagged = (rows.prompt_mismatches + rows.output_mismatches)[mine].item() > 0 or \
         rows.n_recorded[mine].item() < rows.n_expected[mine].item()
-    same = rows.drop(columns=["agreement_rate", "mismatched"]).equals(
-        good_rows.drop(columns=["agreement_rate", "mismatched"]))
+    same = rows.drop(columns=["agreement_rate", "mismatched", "compared"]).equals(
+        good_rows.drop(columns=["agreement_rate", "mismatched", "compared"]))
     assert same or (flagged and how not in INVARIANT), (how, table, column, rows.compare(good_rows))
     assert rows.drop(columns=["mismatched"]).select_dtypes("number").stack().map(np.isfinite).all()
     event(f"{how}: {'same numbers' if same else 'flagged by accounting'}")
@@ -246,6 +253,62 @@ def test_edited_manifest(good, good_rows, tmp_path_factory, data) -> None:
         rows = trial_rows(load_run(run))
         assert rows.equals(good_rows), (mutation, rows.compare(good_rows))
     event(f"{path[:1]}: accepted")
+
+
+COMMITTED_CPU_RUN = REPO_ROOT / "data" / "runs" / "cpu-default"
+GPU_NAMES = st.sampled_from(["NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA H200", "NVIDIA H100 80GB HBM3"])
+VLLM_BUILDS = st.sampled_from(["0.32.0", "0.32.0+cu130", "0.32.0+rocm", "0.33.0", "", "unknown", "0.32.0+cpu"])
+"""What ``versions.vllm`` may be edited to: GPU builds, nothing, or the CPU build itself (no claim)."""
+
+
+@st.composite
+def gpu_claims(draw) -> list[tuple]:
+    """Edits (fuzzing.py mutations) that make a CPU run's manifest read as a GPU node's: any subset of
+    the node's GPUs, which of them are visible, the torch build and the telemetry source, with or
+    without an edit of the vLLM build (the field the labels decide by), never no edit at all."""
+    n = draw(st.integers(0, 4))
+    gpus = [{"index": i, "uuid": f"GPU-{i:08x}-5ad1", "name": draw(GPU_NAMES), "memory_gib": 80.0,
+             "driver": "580.65.06"} for i in range(n)]
+    visible = list(draw(st.permutations(range(n))))[:draw(st.integers(0, n))]
+    node = [
+        ("replace", ("hardware", "gpus"), gpus),
+        draw(st.sampled_from([("replace", ("hardware", "visible_gpus"), visible),
+                              ("delete", ("hardware", "visible_gpus"), None)])),  # an older manifest's form
+        ("replace", ("hardware", "cuda_visible_devices"), ",".join(map(str, visible))),
+        ("replace", ("versions", "torch"), "2.13.0"),
+        ("replace", ("telemetry",), "nvidia (pynvml)"),
+    ]
+    build = draw(st.none() | VLLM_BUILDS.map(lambda v: ("replace", ("versions", "vllm"), v))
+                 | st.just(("delete", ("versions", "vllm"), None)))
+    chosen = draw(st.lists(st.sampled_from(range(len(node))), min_size=0 if build else 1, unique=True))
+    return [node[i] for i in sorted(chosen)] + ([build] if build else [])
+
+
+@settings(max_examples=30, deadline=None)
+@given(edits=gpu_claims())
+def test_cpu_run_edited_to_claim_a_gpu(tmp_path_factory, edits) -> None:
+    """The committed CPU run with its manifest edited to claim a GPU: any build but a +cpu one labels
+    it a GPU measurement, so it is refused naming the manifest, the vLLM field and the telemetry that
+    saw no GPU; with the +cpu build kept (a CPU build on a GPU node) it loads, labelled a CPU run."""
+    run = copy_run(COMMITTED_CPU_RUN, tmp_path_factory)
+    manifest = apply_all(json.loads((run / runfolder.MANIFEST).read_text()), edits)
+    (run / runfolder.MANIFEST).write_text(json.dumps(manifest))
+    vllm = next((e for e in edits if e[1] == ("versions", "vllm")), None)
+    cpu_build = vllm is None or (vllm[0] == "replace" and vllm[2].endswith("+cpu"))
+    try:
+        loaded = load_run(run, tables=())
+    except ValueError as exc:
+        assert not cpu_build, f"a CPU build was refused for the GPUs its node has: {exc}"
+        assert_names(exc, vllm)
+        assert str(run / runfolder.MANIFEST) in str(exc) and "sampled no GPU" in str(exc), exc
+        assert "telemetry.parquet, which matches its checksum" in str(exc), exc
+        event(f"refused ({vllm[0]} versions.vllm)")
+        return
+    assert cpu_build, f"a GPU claim was accepted: {edits}"
+    label = source_line(loaded)
+    assert label.startswith("measured: ") and "GPU" not in label and "NVIDIA" not in label, label
+    assert scope_note(loaded).startswith("CPU measurements"), scope_note(loaded)
+    event("accepted, labelled CPU")
 
 
 def test_engine_env_that_is_not_a_mapping_is_refused(good, tmp_path_factory) -> None:

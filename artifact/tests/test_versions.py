@@ -4,6 +4,11 @@
 asking make), ``environment.yml``, ``requires-python``, the book extra, the verify notebook and
 the install instructions in the README and the book must say the same, and the vLLM installed
 here must be the pinned one with the pinned torch and Python range.
+
+The book's rendering stack is pinned in ``constraints/book.txt`` (:data:`dlfp.book.render.CONSTRAINTS`),
+which every install line of ``make setup`` and ``environment.yml`` passes to pip; the environment
+running the tests must hold exactly those versions, so a drift fails here, by name, instead of
+quietly skipping the byte comparison with the committed book (``artifact/tests/book/test_render.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from dlfp.book.render import CONSTRAINTS, RENDER_STACK, drift, pinned, render_stack
 from dlfp.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -99,6 +105,58 @@ def test_installed_vllm_is_the_pinned_release() -> None:
         assert Version(f"{sys.version_info.major}.{sys.version_info.minor}") in SpecifierSet(meta["Requires-Python"])
         return
     pytest.skip("no vLLM installed in this environment")
+
+
+# --- the rendering stack: pinned, installed with the pins, installed as pinned -----------------
+
+CONSTRAINT_ARG = f"-c {CONSTRAINTS.relative_to(ROOT)}"
+"""How the install lines pass the constraints (relative: make runs in the checkout, conda beside environment.yml)."""
+
+
+def test_constraints_pin_every_render_stack_package() -> None:
+    pins = pinned()  # raises on any line that is not name==version
+    assert "python" not in pins  # pip cannot pin the interpreter; render_stack records it as major.minor
+    assert not [name for name in RENDER_STACK if name != "python" and name not in pins], pins
+    assert pins.get("jupyter-book", PINS["jupyter-book"]) == PINS["jupyter-book"]  # the book extra pins it
+
+
+def test_a_constraints_line_that_is_not_an_exact_pin_is_refused(tmp_path) -> None:
+    path = tmp_path / "book.txt"
+    path.write_text("# comment\nMyst_NB == 1.4.0  # why\n\nnumpy>=2\n")
+    with pytest.raises(ValueError, match=r"book\.txt:4: 'numpy>=2' is not an exact pin"):
+        pinned(path)
+    path.write_text("Myst_NB == 1.4.0  # why\n")
+    assert pinned(path) == {"myst-nb": "1.4.0"}
+
+
+def _install_commands(recipe: str) -> list[str]:
+    """Each pip install command of a recipe that make prints (``||`` alternatives apart)."""
+    joined = recipe.replace("\\\n", " ")
+    return [c for c in re.findall(r"-m pip\b[^|\n]*?\binstall\b[^|\n]*", joined) if "--upgrade pip" not in c]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_make_setup_installs_with_the_constraints(tmp_path, target) -> None:
+    recipe = _make("-n", "-B", "setup", f"TARGET={target}", f"VENV={tmp_path / 'fresh'}").stdout
+    commands = _install_commands(recipe)
+    assert any("-e " in c for c in commands), recipe  # the line that installs dlfp and its book extra
+    assert [c for c in commands if CONSTRAINT_ARG not in c] == [], recipe
+
+
+def test_environment_yml_installs_with_the_constraints() -> None:
+    assert CONSTRAINT_ARG in _pip_lines()  # pip reads it relative to the requirements file conda writes here
+
+
+def test_installed_render_stack_is_the_pinned_one() -> None:
+    """Fails (never skips) when this environment renders with other versions than the pinned ones."""
+    wrong = drift()
+    assert not wrong, (
+        "this environment's rendering stack is not the one pinned in constraints/book.txt "
+        f"(installed, pinned): {wrong}; reinstall with the pins: `make -B setup` (pip install ... "
+        "-c constraints/book.txt), or `conda env update -f environment.yml`; to move a pin instead, edit "
+        "constraints/book.txt, then `make book` and commit the re-rendered book/generated/")
+    assert render_stack()["python"] == f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 # --- the Makefile's choice of build: CPU wheels on a CPU host, never over a CUDA torch ---------

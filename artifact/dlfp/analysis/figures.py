@@ -14,24 +14,25 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import ticker
+from matplotlib.artist import Artist
 
 from dlfp.analysis import metrics
 from dlfp.analysis.labels import source_line
+from dlfp.analysis.paper import PAPER
 from dlfp.analysis.runs import RunData
 from dlfp.analysis.stats import reductions
 
 PALETTE = {"stock": "#8c8c8c", "dlfp": "#1f77b4"}
-_CYCLE = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+_CYCLE = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79", "#637939",
+          "#1a1a1a", "#7b4173", "#e7969c")
+"""Twelve colours, none stock's grey nor DLFP's blue: the baselines study's twelve other arms each get their own."""
 
 
 def color(arm: str, arms: tuple[str, ...] = ()) -> str:
     """An arm's colour: stock grey and DLFP blue everywhere, the other arms by their position."""
     others = [a for a in arms if a not in PALETTE]
     return PALETTE.get(arm) or _CYCLE[(others.index(arm) if arm in others else len(others)) % len(_CYCLE)]
-PAPER = {"itl_reduction_pct": (24.8, 30.1, 28.2), "mean_pct": 27.7, "ci_pct": (21.0, 34.3),
-         "ttft_increase_pct": 34.8, "setting": "Qwen3-0.6B BF16, one A100 80 GB"}
-"""What the paper reports (abstract); shown beside our numbers, never mixed in."""
-
 
 def provenance(run: RunData) -> str:
     """One line saying where a run's numbers come from."""
@@ -184,24 +185,33 @@ def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
+FRONTIER_LINE = "frontier (Pareto-efficient fixed budgets)"
+_MARKERS = {"fixed budget": "s", "fixed cap": "^", "adaptive": "o"}
+
+
 def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
-    """Per target: P99 ITL against P99 TTFT of every arm, the frontier the fixed token budgets
-    trace (stock and the ``max_num_batched_tokens`` sweep, joined), and the run's ITL objective."""
+    """Per target: P99 ITL against P99 TTFT of every arm (marker by kind, colour by arm), the line
+    through the Pareto-efficient fixed token budgets (:func:`dlfp.studies.frontier.frontier`; a line
+    through every budget would zig-zag through dominated ones), and the run's ITL objective. One
+    legend below the panels keys the arms: labels printed at the points overlap where arms tie."""
     from dlfp.studies.frontier import ITL, TTFT
+    from dlfp.studies.frontier import frontier as pareto
 
     sns.set_theme(style="whitegrid")
     n = len(tables)
     cols = min(3, n)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
-    markers = {"fixed budget": "s", "fixed cap": "^", "adaptive": "o"}
+    labels = _arm_labels(tables)
+    legend_rows = -(-(len(labels) + 2) // (2 * cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows + 0.22 * legend_rows + 0.3), squeeze=False,
+                             layout="constrained")
+    arms = tuple(labels)
     for ax, (target, t) in zip(axes.flat, tables.items(), strict=False):
-        fixed = t[t.kind == "fixed budget"].sort_values(TTFT)
-        ax.plot(fixed[TTFT], fixed[ITL], color="#8c8c8c", linewidth=1, zorder=1, label="fixed budgets")
-        arms = tuple(t.arm)
+        front = pareto(t[t.kind == "fixed budget"])
+        ax.plot(front[TTFT], front[ITL], color="#8c8c8c", linewidth=1, zorder=1, label=FRONTIER_LINE)
         for _, r in t.iterrows():
-            ax.scatter(r[TTFT], r[ITL], marker=markers[r.kind], color=color(r.arm, arms), s=40, zorder=2)
-            ax.annotate(r.arm, (r[TTFT], r[ITL]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.scatter(r[TTFT], r[ITL], marker=_MARKERS[r.kind], color=color(r.arm, arms), s=40, zorder=2,
+                       label=labels[r.arm])
         ax.axhline(t["itl objective (ms)"].iloc[0], color="#d62728", linestyle="--", linewidth=1,
                    label="ITL objective")
         ax.set_xscale("log")
@@ -209,12 +219,59 @@ def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
         ax.set_xlabel("P99 TTFT (ms, log)")
         ax.set_ylabel("P99 ITL, pooled gaps (ms, log)")
         ax.set_title(target, fontsize=9)
-        ax.legend(loc="upper right", fontsize=7)
+        _plain_log_ticks(ax)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
+    handles = _handles(list(axes.flat)[:n])
+    order = [FRONTIER_LINE, "ITL objective", *labels.values()]
+    fig.legend([handles[k] for k in order if k in handles], [k for k in order if k in handles],
+               loc="outside lower center", ncol=2 * cols, fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     return fig
+
+
+def _arm_labels(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Each arm's legend label, "arm (kind)", grouped by kind (fixed budgets, fixed caps, adaptive)
+    and in run order within a kind: the key the whole figure shares."""
+    kinds = {a: k for t in tables.values() for a, k in zip(t.arm, t.kind, strict=True)}
+    rank = list(_MARKERS)
+    ordered = sorted(kinds, key=lambda a: rank.index(kinds[a]))  # stable: run order within a kind
+    return {a: f"{a} ({kinds[a]})" for a in ordered}
+
+
+def _handles(axes: list[plt.Axes]) -> dict[str, Artist]:
+    """One artist per legend label over all panels (the first drawn)."""
+    found: dict[str, Artist] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    return found
+
+
+_SUBS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0), tuple(float(m) for m in range(1, 10)))
+"""Round multiples of each decade, sparsest first, that a log axis may carry as plain labels."""
+
+
+def log_ticks(lo: float, hi: float, least: int = 3, most: int = 8) -> list[float]:
+    """Tick positions for a log axis spanning ``lo``..``hi`` whose plain labels cannot collide: the
+    sparsest of :data:`_SUBS` giving at least ``least`` ticks (thinned to at most ``most`` where even
+    the decades are more), or, over a span too narrow for any (1240-1380 ms), evenly spaced round
+    numbers. Matplotlib's own choice there labels minor ticks ("1.24x10^3 1.26x10^3"), which overlap."""
+    decades = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+    for subs in _SUBS:
+        ticks = [float(m * 10.0**d) for d in decades for m in subs if lo <= m * 10.0**d <= hi]
+        if len(ticks) >= least:
+            return ticks[:: -(-len(ticks) // most)]
+    return [float(x) for x in ticker.MaxNLocator(nbins=4).tick_values(lo, hi) if lo <= x <= hi]
+
+
+def _plain_log_ticks(ax: plt.Axes) -> None:
+    """Fix both log axes' ticks at :func:`log_ticks` of their final limits, labelled as plain
+    numbers, minor ticks unlabelled."""
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        axis.set_major_locator(ticker.FixedLocator(log_ticks(lo, hi)))
+        axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+        axis.set_minor_formatter(ticker.NullFormatter())
 
 
 def regime_boundary(sweeps: dict[str, pd.DataFrame], title: str) -> plt.Figure:
@@ -233,7 +290,7 @@ def regime_boundary(sweeps: dict[str, pd.DataFrame], title: str) -> plt.Figure:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.axvline(1.0, color="#d62728", linestyle="--", linewidth=1, label="1% of gaps: what a pooled P99 sees")
     ax.set_xscale("log")
-    ax.set_xlabel("stock's prefill stalls (% of inter-token gaps above T*, measured, log)")
+    ax.set_xlabel("stock's prefill stalls (% of inter-token gaps above T*, as observed in each run, log)")
     ax.set_ylabel("P99 ITL reduction, stock to DLFP (%)")
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title(title, fontsize=10)

@@ -35,7 +35,7 @@ def format_report(run: RunData) -> str:
                          f"[{p['t_lo']:.1f}%, {p['t_hi']:.1f}%]")
             if "boot_lo" in p:
                 line += f", bootstrap [{p['boot_lo']:.1f}%, {p['boot_hi']:.1f}%]"
-            lines.append(line + f" ({effect_words(p, increase=metric.startswith('ttft'))})")
+            lines.append(line + f" ({effect_words(p)})")
     acc = rows[["prompt_mismatches", "output_mismatches", "n_recorded", "n_expected"]].sum()
     lines.append(f"token accounting: {int(acc.n_recorded)} of {int(acc.n_expected)} request-arms recorded; "
                  f"{int(acc.prompt_mismatches)} prompt and {int(acc.output_mismatches)} output mismatches")

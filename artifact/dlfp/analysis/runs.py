@@ -6,6 +6,11 @@ the summary of :func:`dlfp.analysis.metrics.summarize`, exact token accounting a
 workload, output agreement of every arm with the stock reference, stall events, and per-trial
 paired reductions with a Student's t interval across trials. A run whose stock arm's stalls
 fell outside the design's regime (:mod:`dlfp.trials.design`) is flagged wherever it is shown.
+
+What a run was measured on is read from its manifest (:mod:`dlfp.analysis.labels`), which is not
+checksummed; a manifest claiming a GPU is therefore held against the run's checksummed telemetry
+(:func:`check_device`): a GPU run samples its GPUs through NVML in every unit, a CPU run only the CPU,
+so a CPU run edited into a GPU measurement is refused instead of printed as one.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", 
         raise ValueError(f"{path / MANIFEST}: its config no longer parses ({exc})") from None
     for file, digest in listed_files(path, manifest):  # every file the manifest vouches for, read or not
         verify_file(file, digest)
+    check_device(path, manifest, config)
     loaded: dict[tuple[int, str], dict[str, pd.DataFrame]] = {}
     workloads: dict[int, list[workload.Request]] = {}
     for unit in complete_units(manifest):
@@ -89,6 +95,45 @@ def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", 
                                      "restore it")
             workloads[k] = workload.load(path / name)
     return RunData(path, manifest, config, loaded, workloads)
+
+
+def gpu_claim(manifest: dict[str, Any]) -> str | None:
+    """What in a measured run's manifest makes :mod:`dlfp.analysis.labels` call it a GPU measurement,
+    in words, or None when it is labelled a CPU one: any vLLM build but a ``+cpu`` one (an unknown
+    build included) is read as a GPU build, and ``hardware.gpus`` then names the GPUs."""
+    vllm = (manifest.get("versions") or {}).get("vllm")
+    if isinstance(vllm, str) and vllm.endswith("+cpu"):
+        return None  # a CPU build ran on the CPU, whatever GPUs the node had
+    gpus = (manifest.get("hardware") or {}).get("gpus")
+    names = [g.get("name") for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+    listed = f" and field 'hardware.gpus' lists {names}" if names else ""
+    return f"field 'versions.vllm' is {vllm!r}, not a +cpu build{listed}"
+
+
+def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig) -> None:
+    """Refuse a measured run whose manifest claims a GPU its own telemetry never saw.
+
+    The manifest says which build and hardware a run used, but only the tables are checksummed.
+    Each unit's ``telemetry.parquet`` samples the engine's GPUs through NVML when there are any
+    (:mod:`dlfp.harness.telemetry`): a unit that sampled, yet no GPU, ran on the CPU, and a manifest
+    claiming otherwise was edited. A unit that sampled nothing (shorter than one interval) says
+    nothing either way, nor does a run on a MIG slice (telemetry samples none, see ``visible_gpus``).
+    A simulated run is labelled simulated, never a GPU measurement: not checked.
+    """
+    claim = None if config.engine.sim is not None else gpu_claim(manifest)
+    visible = (manifest.get("hardware") or {}).get("cuda_visible_devices")
+    if claim is None or (isinstance(visible, str) and any(e.strip().startswith("MIG-") for e in visible.split(","))):
+        return
+    for unit in complete_units(manifest):
+        file = path / f"trial-{unit['trial']}" / unit["arm"] / "telemetry.parquet"
+        telemetry = read_table(file, "telemetry", (unit.get("files") or {}).get(file.name))
+        sources = sorted(set(telemetry["source"].dropna()))
+        if sources and not any(s.startswith("gpu") for s in sources):
+            raise RunFolderError(
+                f"{path / MANIFEST} labels the run a GPU measurement ({claim}), but {file}, which matches its "
+                f"checksum, sampled no GPU (sources {sources}): it ran on the CPU, so the manifest was edited; "
+                "restore it from version control (a GPU run recorded without NVML telemetry cannot show what it "
+                "ran on: rerun it with the gpu extra installed)")
 
 
 def read_trace(path: Path, table: str, digest: str | None) -> pd.DataFrame:
@@ -151,5 +196,6 @@ def trial_rows(run: RunData) -> pd.DataFrame:
             except ValueError as exc:
                 raise ValueError(f"{run.path}/trial-{k}/{arm}: {exc}") from None
             rows.append({"trial": k, "seed": config.seeds[k], "arm": arm, **summary, **counts,
-                         "agreement_rate": agree["rate"], "mismatched": len(agree["mismatched"])})
+                         "agreement_rate": agree["rate"], "mismatched": len(agree["mismatched"]),
+                         "compared": agree["n_compared"]})
     return pd.DataFrame(rows)

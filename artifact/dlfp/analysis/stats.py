@@ -64,16 +64,45 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples:
     return float(x.mean()), float(lo), float(hi)
 
 
-def direction(lo: float, hi: float) -> str:
-    """What an interval of a reduction says: ``gain`` (above zero), ``loss`` (below zero), ``none``
-    (it spans zero, so no effect is detectable) or ``untested`` (no interval, e.g. one trial)."""
+LARGE_PCT = 10.0
+"""A reduction whose whole interval lies beyond this many percent is *large*: the claims file's line
+between a benefit and none (``configs/claims.yaml`` counts an upper bound below 10% as no benefit)."""
+EFFECTS = ("large benefit", "detectable benefit", "no detectable effect", "detectable harm", "large harm",
+           "untested")
+"""What :func:`effect_kind` can say of an interval, from best to worst, then no interval at all."""
+
+
+def effect_kind(lo: float, hi: float) -> str:
+    """What a paired interval of a reduction (%) says, and nothing more: a *benefit* when it lies
+    above zero (*large* above :data:`LARGE_PCT`), a *harm* when below (large below -10%), *no
+    detectable effect* when it spans zero, *untested* without an interval (one trial). The one
+    classifier every verdict word in the book comes from."""
     if math.isnan(lo) or math.isnan(hi):
         return "untested"
-    return "gain" if lo > 0 else "loss" if hi < 0 else "none"
+    if lo > LARGE_PCT:
+        return "large benefit"
+    if lo > 0:
+        return "detectable benefit"
+    if hi < -LARGE_PCT:
+        return "large harm"
+    if hi < 0:
+        return "detectable harm"
+    return "no detectable effect"
 
 
-MIN_BOOTSTRAP_TRIALS = 5
-"""Below this many trials a resampled interval is a range of a handful of values: not reported."""
+def is_benefit(kind: str) -> bool:
+    """Whether an :func:`effect_kind` is a benefit of either size."""
+    return kind.endswith("benefit") and kind != "no detectable effect"
+
+
+def is_harm(kind: str) -> bool:
+    """Whether an :func:`effect_kind` is a harm of either size."""
+    return kind.endswith("harm")
+
+
+MIN_BOOTSTRAP_TRIALS = 7
+"""Below this many trials a resampled interval is a range of a handful of values (six trials have
+at most 462 distinct resampled means, most of them a few apart): not reported, never called a CI."""
 
 
 def reductions(rows: pd.DataFrame, metric: str, arm: str = "dlfp") -> list[float]:
@@ -104,15 +133,18 @@ def paired(rows: pd.DataFrame, metric: str, arm: str = "dlfp") -> dict[str, Any]
     return out
 
 
-def effect_words(p: dict[str, Any], increase: bool = False) -> str:
-    """What a paired reduction says, as a verb phrase following its interval: "shows no
-    detectable effect on it" when the CI spans zero, never "reduces it" then (``increase``
-    words a positive mean as a rise, for TTFT)."""
-    kind, mean = direction(p.get("t_lo", math.nan), p.get("t_hi", math.nan)), p["mean_pct"]
+def effect_words(p: dict[str, Any]) -> str:
+    """A paired reduction (:func:`paired`'s mapping, or one with ``mean_pct``, ``t_lo``, ``t_hi`` and
+    ``n``) as a verb phrase whose strength follows its interval (:func:`effect_kind`): "reduces it
+    by a mean of 52.3% (a large benefit)", "shows no detectable effect on it", "raises it by a mean
+    of 12.0% (a detectable harm)"; a result on two trials says so, one on a single trial is not judged."""
+    kind, mean = effect_kind(p.get("t_lo", math.nan), p.get("t_hi", math.nan)), p["mean_pct"]
+    n = len(p["reductions_pct"]) if "reductions_pct" in p else p.get("n")
     if kind == "untested":
         return "cannot be judged from one trial (no interval)"
-    if kind == "none":
-        return "shows no detectable effect on it"
-    if increase:
-        return f"raises it by a mean of {-mean:.1f}%" if mean < 0 else f"lowers it by a mean of {mean:.1f}%"
-    return f"reduces it by a mean of {mean:.1f}%" if mean > 0 else f"raises it by a mean of {-mean:.1f}%"
+    if kind == "no detectable effect":
+        words = "shows no detectable effect on it"
+    else:
+        words = (f"reduces it by a mean of {mean:.1f}%" if mean > 0 else f"raises it by a mean of {-mean:.1f}%") + \
+            f" (a {kind})"
+    return words + (", on two trials only" if n == 2 else "")

@@ -14,35 +14,76 @@ one place, after papermill has written a notebook:
 
 The result records the versions of the rendering stack (:data:`RENDER_STACK`): the same
 code and traces render the same bytes with the same versions, and that is what the byte
-comparison of a rebuild can promise.
+comparison of a rebuild can promise. The stack is pinned (:data:`CONSTRAINTS`, which ``make setup``
+and ``environment.yml`` install with), so a fresh environment has the versions the committed book
+records and the comparison runs instead of being skipped; :func:`drift` names what differs.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from dlfp.paths import REPO_ROOT
+
 RENDER_STACK = ("python", "numpy", "pandas", "matplotlib", "papermill", "nbformat", "myst-nb")
 """Packages whose version shapes an executed notebook's bytes (HTML tables, PNGs, glue)."""
+CONSTRAINTS = REPO_ROOT / "constraints" / "book.txt"
+"""The pip constraints file pinning :data:`RENDER_STACK` (all but Python) and what shapes the bytes below it."""
 INJECTED = "injected-parameters"
 """papermill's tag on the cell it inserts; also the stable id it gets here."""
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
 _STYLER_TABLE = re.compile(r'<table id="T_([A-Za-z0-9_-]+)"')
 
 
+def _installed(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def render_stack() -> dict[str, str | None]:
-    """Versions of :data:`RENDER_STACK` in this environment."""
-    import platform
+    """Versions of :data:`RENDER_STACK` in this environment (None: not installed).
 
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
+    Python is recorded as major.minor: pip cannot pin its patch release (so the constraints
+    cannot make two environments agree on it), and a patch release changes no rendered byte.
+    """
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return {name: python if name == "python" else _installed(name) for name in RENDER_STACK}
 
-    return {name: platform.python_version() if name == "python" else version(name) for name in RENDER_STACK}
+
+def _canonical(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503): ``Myst_NB`` is ``myst-nb``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned(path: Path = CONSTRAINTS) -> dict[str, str]:
+    """``{name: version}`` of each ``name==version`` line of a pip constraints file (names canonical).
+
+    Raises ``ValueError`` for any other requirement line: a range would let two environments
+    render different bytes, which is what the file is there to prevent.
+    """
+    pins: dict[str, str] = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)", line)
+        if match is None:
+            raise ValueError(f"{path}:{number}: {line!r} is not an exact pin (name==version)")
+        pins[_canonical(match[1])] = match[2]
+    return pins
+
+
+def drift(path: Path = CONSTRAINTS) -> dict[str, tuple[str | None, str]]:
+    """``{name: (installed, pinned)}`` for each pin of ``path`` this environment does not hold (None:
+    not installed); empty when the environment renders with the pinned stack."""
+    found = {name: (_installed(name), version) for name, version in pinned(path).items()}
+    return {name: pair for name, pair in found.items() if pair[0] != pair[1]}
 
 
 def _text(value: Any) -> str:

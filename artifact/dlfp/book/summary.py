@@ -3,8 +3,8 @@
 :func:`headline` words tables the analysis computes (:func:`dlfp.analysis.runs.trial_rows`,
 :func:`dlfp.studies.claims.evaluate`) with the statistics and the words the results chapter uses
 (:func:`dlfp.analysis.stats.paired`, :func:`~dlfp.analysis.stats.effect_words`), so the terminal
-cannot say something the book does not. :func:`result_lines` loads those tables for the runs the
-results notebook was given.
+cannot say something the book does not; verdicts are counted per kind of evidence, never pooled.
+:func:`result_lines` loads those tables for the runs the results notebook was given.
 """
 
 from __future__ import annotations
@@ -18,30 +18,19 @@ import pandas as pd
 from dlfp.analysis.stats import effect_words, paired
 
 
-def verdict_counts(claims: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """Per ``source`` of a claims table (:func:`~dlfp.studies.claims.evaluate`), how many rows got each
-    verdict (:func:`~dlfp.studies.claims.verdict_kinds`, as the results chapter counts them), in order
-    of first appearance."""
-    from dlfp.studies.claims import verdict_kinds
-
-    verdicts = verdict_kinds(claims)
-    counts: dict[str, dict[str, int]] = {}
-    for source, verdict in zip(claims.source, verdicts, strict=True):
-        by_verdict = counts.setdefault(source, {})
-        by_verdict[verdict] = by_verdict.get(verdict, 0) + 1
-    return counts
-
-
 def headline(run: str, rows: pd.DataFrame, claims: pd.DataFrame) -> list[str]:
     """Lines for the end of the job: the P99 ITL reduction of ``run`` (its :func:`trial_rows`) with its
-    paired interval and what it says, then the claims' verdict counts per source."""
+    paired interval and what it says, then the claims' verdict counts per kind of evidence
+    (:func:`~dlfp.studies.claims.verdict_counts`, as the book's intro counts them)."""
+    from dlfp.studies.claims import verdict_counts
+
     p = paired(rows, "itl_p99_ms")
     n = len(p["reductions_pct"])
     ci = f"paired 95% CI {p['t_lo']:.1f}% to {p['t_hi']:.1f}%" if "t_lo" in p else "one trial: no interval"
     lines = [f"P99 ITL reduction, stock to DLFP: {p['mean_pct']:.1f}% ({ci}; {n} trial{'s' if n != 1 else ''} of "
              f"{run}): DLFP {effect_words(p)}"]
-    for source, counts in verdict_counts(claims).items():
-        lines.append(f"claims, {source}: " + ", ".join(f"{k} {verdict}" for verdict, k in counts.items()))
+    for evidence, counts in verdict_counts(claims).iterrows():
+        lines.append(f"claims, {evidence}: " + ", ".join(f"{k} {verdict}" for verdict, k in counts.items() if k))
     return lines
 
 

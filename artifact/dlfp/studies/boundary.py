@@ -4,8 +4,11 @@ The sensitivity study (:mod:`dlfp.studies.plans`) runs stock and DLFP on one tar
 designed stall shares. Each run gives a paired reduction of P99 ITL with a Student's t interval,
 plotted against the share of stock's inter-token gaps that were *measured* to be prefill stalls
 (not the share the design aimed at: the measured one is what the pooled P99 sees). This module
-classifies each point by its interval and states the boundary in words, so that the book's
-sentence follows the runs rather than an expectation. Pure pandas over
+classifies each point by its interval (:func:`dlfp.analysis.stats.effect_kind`) and states the
+boundary in words, so that the book's sentence follows the runs rather than an expectation. A
+boundary is named only where the sweep splits cleanly: every point below it without a detectable
+gain, every point from it on with one, and the count on each side said; a sweep whose gains and
+non-gains interleave establishes no boundary, however suggestive one pair of neighbours looks. Pure pandas over
 :func:`dlfp.analysis.tables.generalization_table` rows.
 """
 
@@ -13,39 +16,53 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlfp.analysis.stats import direction
+from dlfp.analysis.stats import effect_kind, is_benefit, is_harm
 
 STALLS, LO, HI = "prefill stalls stock (% of gaps)", "ITL CI lo (%)", "ITL CI hi (%)"
+CLASSES = (("gain", "a detectable gain"), ("none", "no detectable effect"), ("loss", "a detectable loss"),
+           ("untested", "one trial (no interval)"))
+"""A point's class, and how the sentence names it."""
 
 
 def _shares(values: list[float]) -> str:
     return ", ".join(f"{v:.2g}%" for v in values)
 
 
+def point_class(lo: float, hi: float) -> str:
+    """One sweep point's class from its interval: gain, none, loss or untested."""
+    kind = effect_kind(lo, hi)
+    return "gain" if is_benefit(kind) else "loss" if is_harm(kind) else "untested" if kind == "untested" else "none"
+
+
+def _points(n: int) -> str:
+    return f"{n} point" + ("" if n == 1 else "s")
+
+
 def boundary(points: pd.DataFrame) -> str:
     """One target's sweep in words: where the gain is detectable, where no effect is, where a loss
-    is, and between which measured stall shares the gain first becomes detectable."""
+    is, and whether the sweep establishes a stall share below which the gain is not detectable."""
     if points.empty:
         return "no sweep runs"
     pts = points.sort_values(STALLS)
-    kinds = [direction(lo, hi) for lo, hi in zip(pts[LO], pts[HI], strict=True)]
-    at = {k: [float(s) for s, kk in zip(pts[STALLS], kinds, strict=True) if kk == k]
-          for k in ("gain", "none", "loss", "untested")}
-    parts = [f"{label} at {_shares(at[k])} of gaps" for k, label in (
-        ("gain", "a detectable gain"), ("none", "no detectable effect"), ("loss", "a detectable loss"),
-        ("untested", "one trial (no interval)")) if at[k]]
-    if not at["gain"]:
+    shares = [float(s) for s in pts[STALLS]]
+    classes = [point_class(lo, hi) for lo, hi in zip(pts[LO], pts[HI], strict=True)]
+    at = {k: [s for s, c in zip(shares, classes, strict=True) if c == k] for k, _ in CLASSES}
+    parts = [f"{label} at {_shares(at[k])} of gaps" for k, label in CLASSES if at[k]]
+    tested = [(s, c) for s, c in zip(shares, classes, strict=True) if c != "untested"]
+    gains = [c == "gain" for _, c in tested]
+    if not any(gains):
         verdict = "DLFP shows no detectable gain anywhere in the sweep"
-    elif not (at["none"] or at["loss"]):
-        verdict = f"the gain holds at every point, down to {_shares([min(at['gain'])])}: no boundary inside the sweep"
+    elif all(gains):
+        verdict = (f"the gain is detectable at all {_points(len(gains))}, down to {_shares([tested[0][0]])}: "
+                   "no boundary inside the sweep")
+    elif gains == sorted(gains):  # False before True: one clean split
+        split = gains.index(True)
+        verdict = (f"the gain becomes detectable between {_shares([tested[split - 1][0]])} and "
+                   f"{_shares([tested[split][0]])}: none of the {_points(split)} below shows it, all of the "
+                   f"{_points(len(gains) - split)} from there on do")
     else:
-        lowest_gain = min(at["gain"])
-        below = [s for s in at["none"] + at["loss"] if s < lowest_gain]
-        above = [s for s in at["none"] + at["loss"] if s > lowest_gain]
-        verdict = (f"the gain becomes detectable between {_shares([max(below)])} and {_shares([lowest_gain])}"
-                   if below else f"the gain is detectable at the lowest point, {_shares([lowest_gain])}")
-        if above:
-            verdict += f", but not at {_shares(above)} above it"
+        verdict = (f"no boundary established: detectable gains ({_points(sum(gains))}) and points without one "
+                   f"({_points(len(gains) - sum(gains))}) interleave along the stall share")
     if at["loss"]:
         verdict += f"; DLFP is detectably worse than stock at {_shares(at['loss'])}"
     return f"{'; '.join(parts)}. So {verdict}."

@@ -4,8 +4,20 @@
 run, the CPU paired run, a modeled run) what our value must satisfy for the claim to count as
 reproduced there. :func:`evaluate` reads the values from the rendered runs' raw traces and gives
 each row a verdict: *reproduced*, *not reproduced*, or *not testable here* (no such run, a
-single trial, or a run outside its design's regime). The book's prose follows these verdicts;
-it is never written to a number.
+single trial, a run outside its design's regime, or a setting where the situation the claim is
+about does not arise). The book's prose follows these verdicts; it is never written to a number.
+
+Three things keep a verdict honest:
+
+* every row says what would have made it false (:func:`falsifier`, from its expectation);
+* a row may hold only ``given`` a situation (``given: {arm, value, expect, unmet}``): the paper's
+  explanation of a failure is tested where the failure occurs, and elsewhere is "not testable";
+* a claim whose outcome the trial design's rules make likely names them (``design_implied``), and
+  each row on a run with a scaled design says so beside its verdict: a verdict the design was
+  built to give is weaker evidence than one it could not have arranged.
+
+Verdicts are counted per kind of evidence (:func:`evidence`: measured on a CPU engine, measured
+on a GPU, simulated), never pooled: four simulated rows do not add to three measured ones.
 """
 
 from __future__ import annotations
@@ -24,10 +36,14 @@ from dlfp.analysis.stats import paired
 from dlfp.analysis.tables import regime
 from dlfp.paths import CONFIGS
 from dlfp.trials.config import REFERENCE
+from dlfp.trials.design import RULE_DOCS
 from dlfp.trials.provenance import run_folders
 
 CLAIMS_FILE = CONFIGS / "claims.yaml"
 EXPECTATIONS = ("ci_lo_above", "ci_hi_below", "ci_overlaps", "at_least", "at_most")
+EVIDENCE = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)")
+"""The kinds of evidence a row can rest on, in the order the book counts them."""
+VERDICTS = ("reproduced", "not reproduced", "not testable here")
 VALUES = ("itl_reduction", "output_agreement", "failures", "slo_change_abs", "ttft_worst_over_slo")
 REGIME_BOUND = ("itl_reduction",)
 """Values that only mean something inside the design's regime (stalls the pooled P99 can see)."""
@@ -55,12 +71,29 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}: claim {claim['id']!r} has run {row.get('run')!r}; expected a run name")
             if row.get("value") not in VALUES:
                 raise ValueError(f"{path}: claim {claim['id']!r} has value {row.get('value')!r}; allowed {VALUES}")
-            expect = row.get("expect")
-            if not isinstance(expect, dict) or not expect or not set(expect) <= set(EXPECTATIONS) or not all(
-                    _bound_ok(k, v) for k, v in expect.items()):
-                raise ValueError(f"{path}: claim {claim['id']!r} expectation {expect!r}: allowed keys "
-                                 f"{EXPECTATIONS}, each a number (ci_overlaps: [lo, hi])")
+            _check_expect(path, claim["id"], row.get("expect"))
+            given = row.get("given")
+            if given is not None:
+                if not isinstance(given, dict) or set(given) != {"arm", "value", "expect", "unmet"} or \
+                        given["value"] not in VALUES or not isinstance(given["unmet"], str):
+                    raise ValueError(f"{path}: claim {claim['id']!r} has given {given!r}; expected a mapping "
+                                     f"{{arm, value (one of {VALUES}), expect, unmet (words)}}")
+                _check_expect(path, claim["id"], given["expect"])
+        implied = claim.get("design_implied")
+        if implied is not None and not (isinstance(implied, dict) and set(implied) == {"rules", "why"}
+                                        and isinstance(implied["rules"], list) and implied["rules"]
+                                        and all(isinstance(r, str) and r in RULE_DOCS for r in implied["rules"])
+                                        and isinstance(implied["why"], str)):
+            raise ValueError(f"{path}: claim {claim['id']!r} has design_implied {implied!r}; expected "
+                             f"{{rules: [names of design rules, from {sorted(RULE_DOCS)}], why: words}}")
     return claims
+
+
+def _check_expect(path: Path, claim_id: str, expect: Any) -> None:
+    if not isinstance(expect, dict) or not expect or not set(expect) <= set(EXPECTATIONS) or not all(
+            _bound_ok(k, v) for k, v in expect.items()):
+        raise ValueError(f"{path}: claim {claim_id!r} expectation {expect!r}: allowed keys "
+                         f"{EXPECTATIONS}, each a number (ci_overlaps: [lo, hi])")
 
 
 def _bound_ok(key: str, bound: Any) -> bool:
@@ -79,9 +112,10 @@ def _value(run: RunData, rows: pd.DataFrame, name: str, arm: str) -> tuple[dict[
         return ({"value": p["mean_pct"], "lo": p["t_lo"], "hi": p["t_hi"]},
                 f"{p['mean_pct']:.1f}% (paired 95% CI {p['t_lo']:.1f} to {p['t_hi']:.1f}%, {len(p['reductions_pct'])} "
                 f"trials)")
-    if name == "output_agreement":
+    if name == "output_agreement":  # counts, not a rounded rate: 99.96% would print as 100.0%
         v = float(dlfp.agreement_rate.min())
-        return {"value": v}, f"{v:.1%} of requests identical"
+        same, compared = int((dlfp.compared - dlfp.mismatched).sum()), int(dlfp.compared.sum())
+        return {"value": v}, f"{same} of {compared} requests identical"
     if name == "failures":
         v = float(rows.n_failed.sum())
         return {"value": v}, f"{v:.0f} failed requests"
@@ -95,6 +129,13 @@ def _value(run: RunData, rows: pd.DataFrame, name: str, arm: str) -> tuple[dict[
     t = paired(rows, "ttft_p99_ms", arm)
     return {"value": v}, (f"P99 TTFT {-t['mean_pct']:+.1f}% (mean change); worst DLFP P99 TTFT "
                           f"{dlfp.ttft_p99_ms.max():.0f} ms of a {slo_ms:.0f} ms SLO")
+
+
+def _judgeable(numbers: Mapping[str, float], expect: Mapping[str, Any]) -> bool:
+    """Whether the numbers can be held against the expectation: no NaN, and an interval where the
+    expectation tests one (one trial has none)."""
+    return not any(math.isnan(v) for v in numbers.values()) and (
+        "lo" in numbers or not set(expect) & {"ci_lo_above", "ci_hi_below", "ci_overlaps"})
 
 
 def _meets(numbers: Mapping[str, float], expect: Mapping[str, Any]) -> bool:
@@ -114,9 +155,52 @@ def _meets(numbers: Mapping[str, float], expect: Mapping[str, Any]) -> bool:
 
 
 def expectation_text(expect: Mapping[str, Any]) -> str:
+    """The declared range in words."""
     words = {"ci_lo_above": "CI above {}%", "ci_hi_below": "CI below {}% (no benefit)",
              "ci_overlaps": "CI overlaps {}", "at_least": ">= {}", "at_most": "<= {}"}
     return "; ".join(words[k].format(v) for k, v in expect.items())
+
+
+def falsifier(expect: Mapping[str, Any]) -> str:
+    """What result would have made the row *not reproduced*: the negation of its expectation."""
+    words = {"ci_lo_above": "the CI's lower bound is {}% or less",
+             "ci_hi_below": "the CI's upper bound reaches {}% (a benefit not ruled out)",
+             "ci_overlaps": "the CI lies wholly outside {}", "at_least": "the value is below {}",
+             "at_most": "the value is above {}"}
+    return " or ".join(words[k].format(v) for k, v in expect.items())
+
+
+def evidence(name: str, run: RunData | None) -> str:
+    """What kind of evidence a claims row rests on (:data:`EVIDENCE`): from the run's own manifest
+    when it is rendered, else from the slot the row names (``gpu`` is a GPU measurement, the
+    modeled and baselines studies are simulated, ``paired`` a CPU measurement)."""
+    if run is not None:
+        if run.config.engine.sim is not None:
+            return EVIDENCE[2]
+        return EVIDENCE[0] if "cpu" in str((run.manifest.get("versions") or {}).get("vllm", "")) else EVIDENCE[1]
+    return EVIDENCE[1] if name == "gpu" else EVIDENCE[0] if name == "paired" else EVIDENCE[2]
+
+
+def design_note(claim: Mapping[str, Any], run: RunData) -> str:
+    """Whether the run's design rules make the claim's outcome likely (module docstring): the rules
+    with the values the run used; empty for a claim that names none, or a run whose design is not
+    scaled (a fixed design derives nothing from the engine). :func:`design_reasons` says why."""
+    implied, design = claim.get("design_implied"), run.manifest.get("design") or {}
+    if implied is None or design.get("kind") != "scaled":
+        return ""
+    rules = design.get("rules") or {}
+    named = ", ".join(f"{r} = {rules[r]:g}" if isinstance(rules.get(r), (int, float)) else r
+                      for r in implied["rules"])
+    return f"implied by the scaled design ({named})"
+
+
+def design_reasons(claims: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+    """Per claim that declares ``design_implied``: the rules and why they make its outcome likely."""
+    claims = load_claims() if claims is None else claims
+    return pd.DataFrame([{"claim": c["claim"], "rules": ", ".join(c["design_implied"]["rules"]),
+                          "why the design implies it": " ".join(c["design_implied"]["why"].split())}
+                         for c in claims if c.get("design_implied")], columns=["claim", "rules",
+                                                                                "why the design implies it"])
 
 
 def claim_runs(paired_run: RunData, gpu_run_dir: str | Path, modeled_root: str | Path,
@@ -130,12 +214,39 @@ def claim_runs(paired_run: RunData, gpu_run_dir: str | Path, modeled_root: str |
     return runs
 
 
-def evaluate(runs: Mapping[str, RunData | None], claims: list[dict[str, Any]] | None = None) -> pd.DataFrame:
-    """One row per (claim, source): the paper's value, ours, the declared expectation, the verdict.
+COLUMNS = ["claim", "paper", "ours", "source", "evidence", "expected (declared)", "false if", "verdict",
+           "design", "note"]
+
+
+def _verdict(run: RunData, rows: pd.DataFrame, row: Mapping[str, Any], arm: str, regime_bound: bool = True
+             ) -> tuple[str, str]:
+    """(verdict, the value as shown) of one row on one loaded run."""
+    numbers, shown = _value(run, rows, row["value"], arm)
+    if not _judgeable(numbers, row["expect"]):
+        return "not testable here (needs two or more trials)", shown
+    if regime_bound and row["value"] in REGIME_BOUND and regime(run, rows)["flags"]:
+        return "not testable here (run outside its design regime)", shown
+    given = row.get("given")
+    if given is not None:
+        if given["arm"] not in run.arms:
+            raise ValueError(f"claims: row {row} is given arm {given['arm']!r}, but {run.path} has arms "
+                             f"{list(run.arms)}")
+        situation, seen = _value(run, rows, given["value"], given["arm"])
+        if not _judgeable(situation, given["expect"]) or not _meets(situation, given["expect"]):
+            return f"not testable here ({given['unmet']}: arm {given['arm']} {seen})", shown
+    return ("reproduced" if _meets(numbers, row["expect"]) else "not reproduced"), shown
+
+
+def evaluate(runs: Mapping[str, RunData | None], claims: list[dict[str, Any]] | None = None,
+             regime_bound: bool = True) -> pd.DataFrame:
+    """One row per (claim, source): the paper's value, ours, the kind of evidence, the declared
+    expectation and what would have falsified it, the verdict, and whether the design implies it.
 
     ``runs`` maps the names used in ``claims.yaml`` (``paired``, ``gpu``, ``modeled:<label>``,
     ``baselines:<target>``) to loaded runs; a missing or ``None`` entry makes its rows "not
-    testable here". A row's ``arm`` (default ``dlfp``) is the arm compared with stock.
+    testable here". A row's ``arm`` (default ``dlfp``) is the arm compared with stock. With
+    ``regime_bound`` off, a run outside its design's regime is judged anyway (the sensitivity
+    table flags such runs itself).
     """
     claims = load_claims() if claims is None else claims
     cache: dict[str, pd.DataFrame] = {}
@@ -143,34 +254,57 @@ def evaluate(runs: Mapping[str, RunData | None], claims: list[dict[str, Any]] | 
     for claim in claims:
         for row in claim["rows"]:
             run = runs.get(row["run"])
-            entry = {"claim": claim["claim"], "paper": claim["paper"], "expected (declared)":
-                     expectation_text(row["expect"])}
+            entry = {"claim": claim["claim"], "paper": claim["paper"], "evidence": evidence(row["run"], run),
+                     "expected (declared)": expectation_text(row["expect"]), "false if": falsifier(row["expect"]),
+                     "note": row.get("note", "")}
             if run is None:
                 out.append({**entry, "ours": "", "source": f"no {row['run']} run rendered",
-                            "verdict": "not testable here", "note": row.get("note", "")})
+                            "verdict": "not testable here", "design": ""})
                 continue
             if row["run"] not in cache:  # each run's rows once, however many claim rows read it
                 cache[row["run"]] = trial_rows(run)
-            rows = cache[row["run"]]
             arm = row.get("arm", "dlfp")
             if arm not in run.arms:
                 raise ValueError(f"claims: row {row} names arm {arm!r}, but {run.path} has arms {list(run.arms)}")
-            numbers, shown = _value(run, rows, row["value"], arm)
-            flags = regime(run, rows)["flags"]
-            if any(math.isnan(v) for v in numbers.values()) or (set(row["expect"]) & {"ci_lo_above", "ci_hi_below",
-                                                                                       "ci_overlaps"}
-                                                                 and "lo" not in numbers):
-                verdict = "not testable here (needs two or more trials)"
-            elif flags and row["value"] in REGIME_BOUND:
-                verdict = "not testable here (run outside its design regime)"
-            else:
-                verdict = "reproduced" if _meets(numbers, row["expect"]) else "not reproduced"
+            verdict, shown = _verdict(run, cache[row["run"]], row, arm, regime_bound)
             out.append({**entry, "ours": shown + ("" if arm == "dlfp" else f" (arm {arm})"),
-                        "source": source_line(run), "verdict": verdict,
-                        "note": row.get("note", "")})
-    return pd.DataFrame(out, columns=["claim", "paper", "ours", "source", "expected (declared)", "verdict", "note"])
+                        "source": source_line(run), "verdict": verdict, "design": design_note(claim, run)})
+    return pd.DataFrame(out, columns=COLUMNS)
 
 
 def verdict_kinds(claims: pd.DataFrame) -> pd.Series:
     """Each row's verdict without its parenthesised reason: reproduced, not reproduced, not testable here."""
     return claims.verdict.str.split(" (", regex=False).str[0]
+
+
+def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
+    """Rows: the kinds of evidence (:data:`EVIDENCE`) present; columns: the verdicts; cells: how
+    many claim rows got each. The intro and the pipeline's closing lines count with this, so a
+    simulated "reproduced" is never added to a measured one."""
+    kinds = verdict_kinds(claims)
+    table = pd.crosstab(claims.evidence, kinds).reindex(columns=list(VERDICTS), fill_value=0)
+    return table.reindex([e for e in EVIDENCE if e in table.index]).rename_axis(index="evidence", columns=None)
+
+
+def counts_sentence(counts: pd.DataFrame) -> str:
+    """:func:`verdict_counts` in words, one clause per kind of evidence."""
+    parts = []
+    for kind, row in counts.iterrows():
+        said = ", ".join(f"{n} {v}" for v, n in row.items() if n)
+        parts.append(f"{kind}: {said}")
+    return "; ".join(parts)
+
+
+def sensitivity(claims: list[dict[str, Any]], sweep: Mapping[str, RunData]) -> pd.DataFrame:
+    """The ``paired`` rows' verdicts on each run of a stall-share sweep (``sweep``: column label ->
+    run), judged outside the design's regime too, each such cell flagged: does a measured verdict
+    hold at the design's other stall shares, or only at the one the committed run was made at?"""
+    mine = [{**c, "rows": [r for r in c["rows"] if r["run"] == "paired"]} for c in claims]
+    mine = [c for c in mine if c["rows"]]
+    cells: dict[str, list[str]] = {}
+    for label, run in sweep.items():
+        table = evaluate({"paired": run}, mine, regime_bound=False)
+        flagged = bool(regime(run)["flags"])
+        cells[label] = [v + (" (outside regime)" if flagged else "") for v in verdict_kinds(table)]
+    index = [c["id"] if len(c["rows"]) == 1 else f"{c['id']}: {r['value']}" for c in mine for r in c["rows"]]
+    return pd.DataFrame(cells, index=pd.Index(index, name="claim row (CPU engine, measured)"))

@@ -7,8 +7,8 @@ it lands from that frontier, and whether one set of its defaults lands near it o
 where no single fixed chunk does. Two measures, both from the arms table of a run:
 
 * *regret at equal TTFT*: an arm's P99 ITL minus the best P99 ITL of any fixed-budget arm whose
-  P99 TTFT is no larger, within :data:`TTFT_TOLERANCE` (undefined when the arm is faster to first
-  token than every fixed one);
+  P99 TTFT is no larger, within :data:`TTFT_TOLERANCE` (*not comparable*, NaN, when the arm is
+  faster to first token than every fixed one: never a hit of the goal);
 * *TTFT excess under the ITL objective*: among the arms whose P99 ITL meets the run's ITL
   objective, the least P99 TTFT is the best achievable; an arm that meets the objective pays its
   TTFT above that, one that misses it is marked so. A fixed budget that is best on one target and
@@ -51,14 +51,17 @@ def kind(arm: ArmSpec) -> str:
 
 
 def frontier(points: pd.DataFrame) -> pd.DataFrame:
-    """The Pareto-efficient points (no other point has both lower TTFT and lower ITL), by TTFT."""
-    ordered = points.sort_values([TTFT, ITL])
+    """The Pareto-efficient points, by TTFT: those no other point dominates (no larger TTFT and no
+    larger ITL, one of them smaller). Of points equal in both, the first is kept: a duplicate adds
+    nothing to the line. Each kept point is picked by position, so repeated index labels (tables
+    concatenated across runs) do not duplicate rows; a point missing either number is on no frontier."""
+    ordered = points.dropna(subset=[TTFT, ITL]).sort_values([TTFT, ITL], kind="stable")
     best, keep = math.inf, []
-    for i, row in ordered.iterrows():
-        if row[ITL] < best:
-            keep.append(i)
-            best = row[ITL]
-    return ordered.loc[keep]
+    for pos, itl in enumerate(ordered[ITL]):
+        if itl < best:  # strictly: at equal ITL the earlier (no slower) point dominates this one
+            keep.append(pos)
+            best = itl
+    return ordered.iloc[keep]
 
 
 def regret(table: pd.DataFrame) -> pd.DataFrame:
@@ -106,18 +109,46 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def relative_regret(table: pd.DataFrame) -> pd.Series:
-    """Regret at equal TTFT as a percentage of the best fixed budget's P99 ITL there, per arm;
-    ``-inf`` where the arm is faster to first token than every fixed budget (none is comparable,
-    so none beats it), by arm name."""
+    """Regret at equal TTFT as a percentage of the best fixed budget's P99 ITL there, by arm name;
+    NaN where the arm is faster to first token than every fixed budget: no fixed budget is at equal
+    TTFT with it, so it is *not comparable* (neither a hit nor a miss of the goal)."""
     best_fixed = table[ITL] - table[REGRET]
-    pct = 100 * table[REGRET] / best_fixed
-    return pd.Series(pct.where(table[REGRET].notna(), -math.inf).to_numpy(), index=table["arm"])
+    pct = (100 * table[REGRET] / best_fixed).where(table[REGRET].notna(), math.nan)
+    return pd.Series(pct.to_numpy(dtype=float), index=table["arm"])
+
+
+def _worst(pcts: dict[str, float]) -> float:
+    """The largest comparable relative regret over targets (NaN, not comparable, is skipped: ``max``
+    over values holding NaN depends on their order); ``inf`` when no target is comparable."""
+    return max((p for p in pcts.values() if not math.isnan(p)), default=math.inf)
+
+
+def _closest(pct: dict[str, dict[str, float]], hits: dict[str, list[str]]) -> str:
+    """The adaptive arm closest to the goal: most hits, then the smallest worst comparable regret,
+    then the name (so the choice never depends on dict order)."""
+    return min(pct, key=lambda a: (-len(hits[a]), _worst(pct[a]), a))
+
+
+def _closest_clause(arm: str, pcts: dict[str, float], hits: list[str]) -> str:
+    """How the closest arm fares: on how many targets it hits, on how many it is not comparable,
+    and its largest gap (or that it is missing from a run)."""
+    text = f"the closest, {arm}, does on {len(hits)} of {len(pcts)}"
+    blind = [t for t, p in pcts.items() if math.isnan(p)]
+    if blind:
+        text += f" (not comparable on {len(blind)}: faster to first token than every fixed budget)"
+    comparable = {t: p for t, p in pcts.items() if not math.isnan(p)}
+    if not comparable:
+        return text
+    worst = max(comparable, key=comparable.__getitem__)  # no NaN left: the first of equal gaps, in run order
+    gap = "is not in the run" if math.isinf(comparable[worst]) else f"is {comparable[worst]:.0f}% above it"
+    return f"{text} and {gap} on {worst}"
 
 
 def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
     """The study's question in one sentence, from the runs: which adaptive arm (one set of
     defaults) lands within :data:`GOAL_PCT` of the best fixed budget at equal TTFT on every target,
-    and which fixed budget meets the ITL objective on every target; naming the targets not run."""
+    and which fixed budget meets the ITL objective on every target; naming the targets not run. A
+    target where an arm is not comparable (:func:`relative_regret`) is no hit for it."""
     missing = [t for t in targets if t not in tables]
     ran = [t for t in targets if t in tables]
     if not ran:
@@ -125,17 +156,15 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
     scope = f"on the {len(ran)} targets run" + (f" (not run: {', '.join(missing)})" if missing else "")
     adaptive = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "adaptive", "arm"]})
     regrets = {t: relative_regret(tables[t]) for t in ran}
-    pct = {a: {t: regrets[t].get(a, math.inf) for t in ran} for a in adaptive}  # inf: not in that run
-    hits = {a: [t for t in ran if pct[a][t] <= GOAL_PCT] for a in adaptive}
+    pct = {a: {t: float(regrets[t].get(a, math.inf)) for t in ran} for a in adaptive}  # inf: not in that run
+    hits = {a: [t for t in ran if not math.isnan(pct[a][t]) and pct[a][t] <= GOAL_PCT] for a in adaptive}
     winners = [a for a in adaptive if len(hits[a]) == len(ran)]
     if winners:
         text = f"{', '.join(winners)} lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT {scope}"
     elif adaptive:
-        best = max(adaptive, key=lambda a: (len(hits[a]), -max(pct[a].values())))
-        worst = max(ran, key=lambda t: pct[best][t])
-        gap = "is not in the run" if math.isinf(pct[best][worst]) else f"is {pct[best][worst]:.0f}% above it"
+        best = _closest(pct, hits)
         text = (f"no adaptive controller lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT "
-                f"{scope}; the closest, {best}, does on {len(hits[best])} of {len(ran)} and {gap} on {worst}")
+                f"{scope}; {_closest_clause(best, pct[best], hits[best])}")
     else:
         return f"not testable: no adaptive arm {scope}"
     fixed = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "fixed budget", "arm"]})

@@ -181,8 +181,25 @@ def test_generalization_of_the_cpu_ladder_names_the_machine() -> None:
     assert table.source.str.startswith("measured: ").all()
 
 
+def plain_ticks_apart(fig: plt.Figure) -> None:
+    """Every visible axis of the figure labels its ticks as plain numbers (no "1.24x10^3"), none
+    overlapping another on the same axis, and says its unit."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in (a for a in fig.axes if a.get_visible()):
+        for axis in (ax.xaxis, ax.yaxis):
+            assert "(ms" in axis.get_label_text()
+            labels = [t for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text()]
+            assert len(labels) >= 2 and all(re.fullmatch(r"\d+(\.\d+)?", t.get_text()) for t in labels)
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
 def test_frontier_of_the_cpu_baselines() -> None:
+    from matplotlib.colors import to_rgba
+
     from dlfp.studies.frontier import ITL, TTFT, run_table
+    from dlfp.studies.frontier import frontier as pareto
 
     base = load_run(RUNS / "study-baselines" / "cpu-tiny", tables=("requests", "tokens"))
     base = dataclasses.replace(base, config=dataclasses.replace(base.config, arms=tuple(
@@ -194,13 +211,51 @@ def test_frontier_of_the_cpu_baselines() -> None:
     renders(fig)
     (ax,) = fig.axes
     assert fig.get_suptitle() == title and ax.get_title() == "cpu-tiny"
-    assert sorted(a.get_text() for a in ax.texts) == sorted(base.arms)
+    assert not ax.texts and ax.get_legend() is None  # no labels printed over each other: one figure legend
+    (key,) = fig.legends
+    kinds = dict(zip(table.arm, table.kind, strict=True))
+    arms = tuple(a for k in ("fixed budget", "fixed cap", "adaptive") for a in base.arms if kinds[a] == k)
+    by_kind = [f"{a} ({kinds[a]})" for a in arms]  # the arms grouped by kind, run order within one
+    assert [t.get_text() for t in key.get_texts()] == [figures.FRONTIER_LINE, "ITL objective", *by_kind]
     objective = [line for line in ax.lines if line.get_label() == "ITL objective"]
     assert objective[0].get_ydata()[0] == pytest.approx(table["itl objective (ms)"].iloc[0])
-    fixed = table[table.kind == "fixed budget"].sort_values(TTFT)
-    assert ax.lines[0].get_xdata().tolist() == pytest.approx(fixed[TTFT].tolist())
-    assert ax.lines[0].get_ydata().tolist() == pytest.approx(fixed[ITL].tolist())
+    fixed = table[table.kind == "fixed budget"]
+    front = pareto(fixed)
+    assert 2 <= len(front) < len(fixed)  # mbt-512 and mbt-256: the other budgets are dominated, off the line
+    (line,) = [line for line in ax.lines if line.get_label() == figures.FRONTIER_LINE]
+    assert line.get_xdata().tolist() == pytest.approx(front[TTFT].tolist())
+    assert line.get_ydata().tolist() == pytest.approx(front[ITL].tolist())
+    points = {c.get_label(): c for c in ax.collections}  # every arm a point, dominated budgets too
+    for _, r in table.iterrows():
+        dot = points[f"{r.arm} ({r.kind})"]
+        assert dot.get_offsets()[0].tolist() == pytest.approx([r[TTFT], r[ITL]]) and len(dot.get_offsets()) == 1
+        assert tuple(dot.get_facecolor()[0]) == pytest.approx(to_rgba(figures.color(r.arm, arms)))
+    plain_ticks_apart(fig)
     assert source_line(base).startswith("measured: ")  # what the notebook's title says of cpu-tiny
+
+
+NARROW = [("sarathi", "fixed budget", 75.6, 1259.8), ("mbt-1024", "fixed budget", 350.2, 1240.7),
+          ("stock", "fixed budget", 681.0, 1294.1), ("lpt-256", "fixed cap", 177.6, 1376.8),
+          ("dlfp", "adaptive", 156.1, 1290.3), ("dlfp-abs-target", "adaptive", 58.4, 1279.0)]
+"""Arms of ``a100-qwen3-32b`` in the baselines study, (arm, kind, P99 ITL, P99 TTFT): every TTFT
+within 11%, where matplotlib labels the log axis's minor ticks "1.24x10^3 1.26x10^3", overlapping."""
+
+
+def test_frontier_labels_a_narrow_log_axis_in_plain_numbers_apart() -> None:
+    from dlfp.studies.frontier import ITL, TTFT
+
+    narrow = pd.DataFrame(NARROW, columns=["arm", "kind", ITL, TTFT]).assign(**{"itl objective (ms)": 238.0})
+    wide = narrow.assign(**{TTFT: narrow[TTFT] / 40 * np.arange(1, 7), ITL: narrow[ITL] / 10})
+    fig = figures.frontier({"a100-qwen3-32b": narrow, "wide": wide, "third": narrow}, "narrow and wide")
+    renders(fig)
+    plain_ticks_apart(fig)
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 2 + len(NARROW)  # one key, each arm once
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(1240.0, 1377.0), (25.0, 43.0), (160.0, 535.0), (5.0, 700.0), (1.0, 1e12)])
+def test_log_ticks_are_round_in_range_and_few(lo: float, hi: float) -> None:
+    ticks = figures.log_ticks(lo, hi)
+    assert 3 <= len(ticks) <= 8 and ticks == sorted(ticks) and lo <= ticks[0] and ticks[-1] <= hi
 
 
 def test_regime_boundary_of_the_cpu_sweep() -> None:
@@ -209,6 +264,7 @@ def test_regime_boundary_of_the_cpu_sweep() -> None:
     renders(fig)
     (ax,) = fig.axes
     assert ax.get_title() == "DLFP's gain against stock's measured stall share"
+    assert "measured" not in ax.get_xlabel()  # a sweep may be simulated: the caller's title says which
     assert "cpu-tiny: mean, paired 95% CI" in legend(ax)
     assert "1% of gaps: what a pooled P99 sees" in legend(ax)
     pts = sweep.sort_values("prefill stalls stock (% of gaps)")

