@@ -126,6 +126,27 @@ bench: setup
 gpu-check: setup
 	$(VENV)/bin/dlfp gpu-check
 
+# On a GPU node with nothing installed but PyTorch (2.11+), transformers, numpy, scipy, pandas and PyYAML
+# (no vLLM, no pyarrow, no `make setup`, no install of dlfp): time Qwen3-shaped forward passes and write
+# a measured cost profile (dlfp.sim.gpucal; book/reference/gpu.md, "Calibration on a bare GPU node").
+# Measuring stops at GPU_MAX_SECONDS and fits what it has; imports and the fit add about a minute.
+# Within an 8-minute allocation on an H200 (expected 2-4 minutes; not yet timed), writing under $OUT:
+#   make gpu-calibrate GPU_OUT=$OUT/h200-measured.yaml GPU_MAX_SECONDS=330
+# CPU dry run of the plumbing (numbers meaningless):
+#   make gpu-calibrate PYTHON_GPU=.venv/bin/python GPU_BASE=a100 GPU_MODELS=qwen3-tiny \
+#     GPU_CAL_ARGS="--device cpu --dtype float32 --quick" GPU_OUT=/tmp/cpu-measured.yaml
+PYTHON_GPU ?= python3
+GPU_BASE ?= h200
+GPU_MODELS ?= qwen3-0.6b,qwen3-8b
+GPU_OUT ?= data/runs/local/gpu-calibrate/$(GPU_BASE)-measured.yaml
+GPU_MAX_SECONDS ?= 600
+GPU_CAL_ARGS ?=
+.PHONY: gpu-calibrate
+gpu-calibrate:
+	mkdir -p $(dir $(GPU_OUT))
+	PYTHONPATH=artifact$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON_GPU) -m dlfp.sim.gpucal --base $(GPU_BASE) \
+	  --models $(GPU_MODELS) --max-seconds $(GPU_MAX_SECONDS) --out $(GPU_OUT) $(GPU_CAL_ARGS)
+
 # Commit the built book (_build/html) to this repository's gh-pages branch and push it to
 # PUBLISH_REMOTE, for GitHub Pages (Settings > Pages > branch gh-pages); the book is rebuilt first.
 PUBLISH_REMOTE ?= origin

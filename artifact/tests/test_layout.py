@@ -123,7 +123,6 @@ TESTED_THROUGH = {
     "dlfp.vllm.executors": "integration/test_completion_stamps_cpu.py",  # vLLM's executors, stamped, in real engines
     "dlfp.vllm.lifeline": "integration/test_faults_cpu.py",  # needs a real engine core to outlive its driver
     "dlfp.sim.standalone": "sim/test_executor.py",  # the rig the executor tests drive
-    "dlfp.harness.arm": "integration/test_engine_cpu.py",  # one arm is one engine start
     "dlfp.bench.load": "integration/test_load_cpu.py",  # starts an engine core
 }
 """Modules whose tests live in the file named here, which must import them (glue and test rigs)."""

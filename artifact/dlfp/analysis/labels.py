@@ -7,8 +7,13 @@ profile a100 (NVIDIA A100 80GB SXM4, TP 1, async scheduling), real vLLM 0.32.0+c
 
 The GPUs named are the ones the engine used: the first ``tensor_parallel_size`` of the GPUs
 visible to the run (``hardware.visible_gpus``, NVML indices in CUDA's order, see
-:mod:`dlfp.harness.telemetry`), not the first GPUs of the node. Manifests written before that field
-existed fall back to the node's first GPUs.
+:mod:`dlfp.harness.telemetry`), not the first GPUs of the node; a MIG device by its own name.
+Manifests written before that field existed fall back to the node's first GPUs.
+
+The build decides GPU or CPU (:func:`build`), not whether telemetry listed GPUs: a GPU build whose
+NVML failed is "GPU (telemetry unavailable: <reason>)", an unknown build "unknown build", never a
+CPU run. Where the run's units report what they ran (``units[].ran``, from the engine's step log),
+the label ends with their scheduling mode: "..., vLLM 0.32.0, async scheduling".
 """
 
 from __future__ import annotations
@@ -26,43 +31,108 @@ _MARKS = re.compile(r"\((R|TM|tm|r)\)")
 def measured_on(manifest: Mapping[str, Any]) -> str:
     """The phrase naming what produced a run's numbers (module docstring); pure, never raises
     on a field that is missing or of the wrong kind (it says ``unknown`` instead)."""
-    engine = (manifest.get("config") or {}).get("engine") or {}
-    vllm = (manifest.get("versions") or {}).get("vllm") or "unknown"
+    engine = _mapping(_mapping(manifest.get("config")).get("engine"))
+    vllm = _mapping(manifest.get("versions")).get("vllm")
+    vllm = vllm if isinstance(vllm, str) and vllm.strip() else "unknown"
     sim = engine.get("sim")
     if sim is not None:
         return _simulated(sim, manifest.get("sim_profile") or {}, vllm)
-    return f"{device(manifest)}, vLLM {vllm}"
+    return f"{device(manifest)}, vLLM {vllm}{scheduling(manifest)}"
+
+
+def build(manifest: Mapping[str, Any]) -> str:
+    """Which vLLM build produced a run, by ``versions.vllm`` as :func:`dlfp.analysis.runs.gpu_claim`
+    reads it: ``"cpu"`` (a ``+cpu`` version), ``"gpu"`` (any other: vLLM's CUDA builds, which bring a
+    CUDA torch), ``"unknown"`` (no version recorded), which is never called a GPU or a CPU run."""
+    vllm = _mapping(manifest.get("versions")).get("vllm")
+    if not isinstance(vllm, str) or vllm.strip() in ("", "unknown"):
+        return "unknown"
+    return "cpu" if vllm.endswith("+cpu") else "gpu"
 
 
 def device(manifest: Mapping[str, Any]) -> str:
     """The hardware a measured run's engine ran on: its GPUs, or the CPU (a CPU build on a GPU
-    node still ran on the CPU)."""
-    engine = (manifest.get("config") or {}).get("engine") or {}
-    vllm = (manifest.get("versions") or {}).get("vllm") or "unknown"
-    tp = int(engine.get("tensor_parallel_size") or 1)
-    hardware = manifest.get("hardware") or {}
-    gpus = engine_gpus(hardware, tp)
+    node still ran on the CPU). A GPU build whose manifest names no GPU of the engine (NVML failed)
+    still ran on one: "GPU (telemetry unavailable: <reason>)", never the CPU."""
+    engine = _mapping(_mapping(manifest.get("config")).get("engine"))
+    tp = engine.get("tensor_parallel_size")
+    tp = tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else 1
+    hardware = _mapping(manifest.get("hardware"))
     tp_note = f" (TP {tp})" if tp > 1 else ""
-    if gpus and "cpu" not in vllm:
+    kind = build(manifest)
+    if kind == "unknown":
+        return f"unknown build{tp_note}"
+    if kind == "gpu":
+        gpus = engine_gpus(hardware, tp)
+        if not gpus:
+            return f"GPU (telemetry unavailable: {telemetry_gap(hardware)}){tp_note}"
         names = (g.get("name") if isinstance(g.get("name"), str) else "unknown GPU" for g in gpus)
         return f"{_count_names(names)}{tp_note}"
     cores = hardware.get("cpu_logical_cores")
     cores = cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None
     where = f"{cores}-core {cpu_name(hardware.get('cpu_model'))}" if cores else cpu_name(hardware.get("cpu_model"))
-    bind = (manifest.get("engine_env") or {}).get("VLLM_CPU_OMP_THREADS_BIND")
+    bind = _mapping(manifest.get("engine_env")).get("VLLM_CPU_OMP_THREADS_BIND")
     bound = f" (engine on CPUs {bind})" if isinstance(bind, str) and bind else ""  # one core or two: a speed
     return f"{where}{bound}{tp_note}"
 
 
+def telemetry_gap(hardware: Mapping[str, Any]) -> str:
+    """Why a GPU run's manifest names none of the engine's GPUs, from what telemetry recorded: NVML's
+    error (``hardware.nvml_error``), else the first ``CUDA_VISIBLE_DEVICES`` entry it could not place."""
+    error = hardware.get("nvml_error")
+    if isinstance(error, str) and error:
+        return error
+    devices = hardware.get("visible_devices")
+    devices = [d for d in devices if isinstance(d, Mapping)] if isinstance(devices, list) else []
+    noted = next((d for d in devices if isinstance(d.get("note"), str) and d["note"]), None)
+    if noted is not None:
+        return f"CUDA_VISIBLE_DEVICES entry {noted.get('entry')!r} {noted['note']}"
+    gpus = hardware.get("gpus")
+    if not isinstance(gpus, list) or not gpus:
+        return "the manifest records no GPU"
+    return f"no visible GPU recorded (CUDA_VISIBLE_DEVICES={hardware.get('cuda_visible_devices')!r})"
+
+
+def scheduling(manifest: Mapping[str, Any]) -> str:
+    """", sync scheduling" / ", async scheduling" when every complete unit that reports what it ran
+    (``units[].ran``, from the engine's step log) agrees, ", mixed sync/async scheduling" when they
+    differ, "" when none reports it (runs recorded before units did)."""
+    units = manifest.get("units")
+    modes = set()
+    for u in units if isinstance(units, list) else []:
+        ran = _mapping(u.get("ran")) if isinstance(u, Mapping) and u.get("status") == "complete" else {}
+        mode, scheduler = ran.get("async_scheduling"), ran.get("scheduler")
+        if isinstance(mode, bool):
+            modes.add(mode)
+        elif isinstance(scheduler, str) and scheduler:  # the class vLLM chose says it too
+            modes.add("Async" in scheduler)
+    if not modes:
+        return ""
+    return ", mixed sync/async scheduling" if len(modes) > 1 else f", {'async' if modes.pop() else 'sync'} scheduling"
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one: a hand-edited manifest reads as unknown."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def engine_gpus(hardware: Mapping[str, Any], tensor_parallel_size: int) -> list[Mapping[str, Any]]:
-    """The GPU records (of ``hardware.gpus``) an engine with this TP size ran on."""
+    """The GPU records (of ``hardware.gpus``) an engine with this TP size ran on; a MIG device's
+    record carries the MIG device's name (``hardware.visible_devices``, in the same CUDA order)."""
     gpus = hardware.get("gpus")
     gpus = [g for g in gpus if isinstance(g, Mapping)] if isinstance(gpus, list) else []
     visible = hardware.get("visible_gpus")
     if not isinstance(visible, list):  # an older manifest: the node's first GPUs
         return gpus[:tensor_parallel_size]
     by_index = {g.get("index", i): g for i, g in enumerate(gpus) if isinstance(g.get("index", i), int)}
-    return [by_index[i] for i in visible[:tensor_parallel_size] if isinstance(i, int) and i in by_index]
+    used = [by_index[i] for i in visible[:tensor_parallel_size] if isinstance(i, int) and i in by_index]
+    devices = hardware.get("visible_devices")
+    devices = [d for d in devices if isinstance(d, Mapping)] if isinstance(devices, list) else []
+    for k, (gpu, dev) in enumerate(zip(used, devices, strict=False)):
+        if dev.get("mig") and dev.get("index") == gpu.get("index"):
+            name = dev.get("name")
+            used[k] = {**gpu, "name": name if isinstance(name, str) else f"MIG device of {gpu.get('name')}"}
+    return used
 
 
 def cpu_name(model: Any) -> str:
@@ -91,13 +161,18 @@ def _simulated(sim: Mapping[str, Any], profile: Mapping[str, Any], vllm: str) ->
 
 def scope_note(run: RunData) -> str:
     """What kind of evidence a run is, for prose beside its numbers, from its manifest alone."""
-    if run.config.engine.sim is not None:
+    engine = run.config.engine
+    if engine.sim is not None:
         return "simulated numbers (a real vLLM scheduler on a modeled accelerator): evidence about the mechanism, " \
                "never a GPU measurement"
-    if not str((run.manifest.get("versions") or {}).get("vllm", "")).endswith("+cpu"):
-        return (f"GPU measurements of {run.config.engine.model} ({run.config.engine.dtype}): comparable with the "
+    kind = build(run.manifest)
+    if kind == "gpu":
+        return (f"GPU measurements of {engine.model} ({engine.dtype}): comparable with the "
                 "paper's numbers where model, precision and GPU match its setting")
-    return (f"CPU measurements of the weightless {run.config.engine.model} ({run.config.engine.dtype}): they test "
+    if kind == "unknown":
+        return (f"measurements of {engine.model} ({engine.dtype}) by an unknown vLLM build: the manifest does not "
+                "say whether they ran on a GPU or the CPU, so they are not comparable with the paper's numbers")
+    return (f"CPU measurements of the weightless {engine.model} ({engine.dtype}): they test "
             "the mechanism, not the paper's GPU numbers")
 
 

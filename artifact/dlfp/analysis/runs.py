@@ -98,9 +98,10 @@ def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", 
 
 
 def gpu_claim(manifest: dict[str, Any]) -> str | None:
-    """What in a measured run's manifest makes :mod:`dlfp.analysis.labels` call it a GPU measurement,
-    in words, or None when it is labelled a CPU one: any vLLM build but a ``+cpu`` one (an unknown
-    build included) is read as a GPU build, and ``hardware.gpus`` then names the GPUs."""
+    """What in a measured run's manifest claims a GPU build, in words, or None for the CPU build: any
+    vLLM build but a ``+cpu`` one, and ``hardware.gpus`` then names the GPUs. (:mod:`dlfp.analysis.labels`
+    calls an unknown build "unknown build", never a GPU; a run recording none is still held to its
+    telemetry, since a GPU build's label is what an edit would be after.)"""
     vllm = (manifest.get("versions") or {}).get("vllm")
     if isinstance(vllm, str) and vllm.endswith("+cpu"):
         return None  # a CPU build ran on the CPU, whatever GPUs the node had
@@ -117,12 +118,15 @@ def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig) -> N
     Each unit's ``telemetry.parquet`` samples the engine's GPUs through NVML when there are any
     (:mod:`dlfp.harness.telemetry`): a unit that sampled, yet no GPU, ran on the CPU, and a manifest
     claiming otherwise was edited. A unit that sampled nothing (shorter than one interval) says
-    nothing either way, nor does a run on a MIG slice (telemetry samples none, see ``visible_gpus``).
-    A simulated run is labelled simulated, never a GPU measurement: not checked.
+    nothing either way; nor does a run on a MIG slice where NVML could not sample it, or a run
+    whose NVML failed (``hardware.nvml_error``): its label then says "GPU (telemetry unavailable:
+    <reason>)", so no telemetry is claimed. A simulated run is labelled simulated: not checked.
     """
     claim = None if config.engine.sim is not None else gpu_claim(manifest)
-    visible = (manifest.get("hardware") or {}).get("cuda_visible_devices")
-    if claim is None or (isinstance(visible, str) and any(e.strip().startswith("MIG-") for e in visible.split(","))):
+    hardware = manifest.get("hardware") or {}
+    visible = hardware.get("cuda_visible_devices")
+    if claim is None or hardware.get("nvml_error") or (
+            isinstance(visible, str) and any(e.strip().startswith("MIG-") for e in visible.split(","))):
         return
     for unit in complete_units(manifest):
         file = path / f"trial-{unit['trial']}" / unit["arm"] / "telemetry.parquet"

@@ -33,6 +33,7 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
     if not math.isnan(realized) and realized > rules.max_stall_share:
         flags.append(f"stock's prefill stalls (gaps above T*) were {realized:.1%} of gaps, above "
                      f"{rules.max_stall_share:.0%}: not a tail")
+    flags += async_mismatches(run)
     if "design" not in run.manifest:
         flags.append("no design record (run made before pre-flight designs)")
     if run.partial:
@@ -40,6 +41,28 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
     return {"predicted_stall_share": (design.get("predicted") or {}).get("stall_share", math.nan),
             "realized_stall_share": realized, "flags": flags,
             "verdict": "in regime" if not flags else "OUTSIDE REGIME: " + "; ".join(flags)}
+
+
+def async_mismatches(run: RunData) -> list[str]:
+    """Units whose engine ran another async mode than their config asked for (from each unit's
+    ``ran`` record, :data:`dlfp.harness.arm.RAN`): explicitly, or, where the config left it to vLLM,
+    synchronously on a GPU build, whose default is async. A modeled accelerator's mode is the cost
+    model's (``engine.sim``), not the scheduler's, so simulated runs are not compared."""
+    if run.config.engine.sim is not None:
+        return []
+    gpu_build = "cpu" not in str((run.manifest.get("versions") or {}).get("vllm") or "cpu")
+    out = []
+    for u in run.manifest.get("units") or []:
+        ran = (u.get("ran") or {}).get("async_scheduling") if isinstance(u, dict) else None
+        if not isinstance(ran, bool) or u.get("arm") not in run.arms:
+            continue
+        asked = run.config.engine_for(u["arm"]).async_scheduling
+        expected = bool(asked) if asked is not None else gpu_build
+        if ran != expected:
+            why = "its config asked for" if asked is not None else "vLLM's default on this build is"
+            out.append(f"trial-{u.get('trial')}/{u['arm']} ran with async scheduling {'on' if ran else 'off'}, "
+                       f"though {why} {'on' if expected else 'off'}")
+    return out
 
 
 def design_table(runs: list[RunData], outcome: bool = False) -> pd.DataFrame:
@@ -145,16 +168,34 @@ def arms_table(run: RunData, rows: pd.DataFrame | None = None) -> pd.DataFrame:
 
 
 def interval_divergence(steps: pd.DataFrame) -> float:
-    """Median relative gap between the two feedback signals over mixed steps.
+    """Median relative gap between the two feedback signals over mixed steps: the one definition
+    of "signal divergence" (the book) and "proxy error" (``dlfp gpu-check``), which both call it.
 
-    For step ``j``: the scheduler-call interval that follows it (``s_(j+1) - s_j``, the
-    paper's signal) against its completion cadence (``c_j - c_(j-1)``, the completion-timed
-    signal). Near 0 in synchronous engines; under async scheduling the first measures a
-    neighbouring step, the mechanism the paper blames for its negative result.
+    For step ``j``: the scheduler-call interval that follows it (``s_(j+1) - s_j``, the paper's
+    signal) against its completion cadence (``c_j - c_(j-1)``, the ``completion`` signal), as
+    ``|interval - cadence| / cadence``. ``c`` is each step's best completion time, the one the
+    controller takes (:mod:`dlfp.control.signals`): the executor's stamp (``exec_done_t``, on a GPU
+    the device's finish) where the step log says the step used it (``complete_source``), else the
+    collect time ``complete_t``; a run logged before ``complete_source`` existed gets the same
+    choice rebuilt by :func:`~dlfp.control.signals.best_completions`, and a run without stamps
+    the collect times, as before stamps existed. Near 0 in synchronous engines; under async
+    scheduling the interval measures a neighbouring step, the mechanism the paper blames for its
+    negative result.
     """
+    from dlfp.control.signals import EXEC_DONE, best_completions
+
     s = steps.sort_values("step")
+    complete = s.complete_t.astype(float)
+    if "complete_source" in s and "exec_done_t" in s and s.complete_source.notna().any():
+        done = complete.where(s.complete_source.ne(EXEC_DONE).fillna(True).astype(bool), s.exec_done_t.astype(float))
+    elif "exec_done_t" in s and s.exec_done_t.notna().any():
+        times, _ = best_completions(s.schedule_t.astype(float).tolist(), complete.tolist(),
+                                    s.exec_done_t.astype(float).tolist())
+        done = pd.Series(times, index=s.index)
+    else:
+        done = complete
     sched = s.schedule_t.shift(-1) - s.schedule_t
-    comp = s.complete_t - s.complete_t.shift(1)
+    comp = done - done.shift(1)
     mixed = (s.prefill_tokens > 0) & (s.decode_reqs > 0) & sched.notna() & (comp > 0)
     if not mixed.any():
         return math.nan

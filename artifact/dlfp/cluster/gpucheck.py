@@ -11,8 +11,10 @@
    samples them and the manifest names them (:mod:`dlfp.harness.telemetry`, :mod:`dlfp.analysis.labels`).
 3. **Verdict table**, per model and TP: P99 ITL of both arms, the paper's proxy error measured
    directly (median ``|scheduler-call interval - completion interval| / completion interval``
-   over the DLFP arm's mixed steps, the completion interval from the executor's stamp of each
-   step's output, :mod:`dlfp.vllm.completion_stamps`), and whether DLFP capped any mixed step.
+   over each arm's mixed steps, the completion interval from the executor's stamp of each
+   step's output, :mod:`dlfp.vllm.completion_stamps`; the book's "signal divergence", one function
+   for both: :func:`dlfp.analysis.tables.interval_divergence`), the share of steps that carried a
+   usable stamp, and whether DLFP capped any mixed step.
 4. **Measured cost profile**: ``dlfp sim gpu-calibrate`` on the same models, written beside the
    runs, so the modeled study can be rerun on measured efficiencies.
 
@@ -199,13 +201,32 @@ def dlfp_activity(steps: Any, stock_budget: int) -> tuple[int, int]:
 
 
 def proxy_error(steps: Any) -> float:
-    """Median ``|scheduler-call interval - completion interval| / completion interval`` over mixed
-    steps, the completion interval taken from the executor's stamps (NaN without stamps)."""
+    """The paper's proxy error: :func:`dlfp.analysis.tables.interval_divergence`, the book's "signal
+    divergence", so a gpu-check and the book give one number for one run. Its completion cadence
+    runs on the executor's stamps where the steps carry them (the GPU's completion; the
+    ``completion stamps (%)`` column says how many did) and on the collect times where not."""
     from dlfp.analysis.tables import interval_divergence
 
-    if "exec_done_t" not in steps or steps.exec_done_t.isna().all():
-        return math.nan
-    return interval_divergence(steps.assign(complete_t=steps.exec_done_t.astype(float)))
+    return interval_divergence(steps)
+
+
+def stamped_share(steps: Any) -> float:
+    """Share of a run's collected model steps whose completion time is the executor's stamp (the
+    ``complete_source`` the step log records; rebuilt from ``exec_done_t`` for logs without it):
+    1 where the stamped executors ran, 0 for an unstamped one, whose proxy error is against the
+    collect times. NaN: no step was collected."""
+    from dlfp.control.signals import EXEC_DONE, best_completions
+
+    s = steps.sort_values("step")
+    if "complete_source" in s and s.complete_source.notna().any():
+        sources = s.complete_source.tolist()
+    else:
+        stamps = s.exec_done_t.astype(float).tolist() if "exec_done_t" in s else None
+        _, sources = best_completions(s.schedule_t.astype(float).tolist(), s.complete_t.astype(float).tolist(),
+                                      stamps)
+    model = s.total_tokens.tolist() if "total_tokens" in s else [1] * len(s)
+    used = [src == EXEC_DONE for src, n in zip(sources, model, strict=True) if isinstance(src, str) and n > 0]
+    return sum(used) / len(used) if used else math.nan
 
 
 def verdict_row(check: Check) -> dict[str, Any]:
@@ -223,7 +244,7 @@ def verdict_row(check: Check) -> dict[str, Any]:
     return {"model": check.model, "TP": check.tp, "status": "complete",
             "P99 ITL stock (ms)": stock, "P99 ITL DLFP (ms)": dlfp, "ITL change (%)": 100 * (dlfp - stock) / stock,
             "proxy error stock": proxy_error(run.tables[(k, REFERENCE)]["steps"]),
-            "proxy error DLFP": proxy_error(steps),
+            "proxy error DLFP": proxy_error(steps), "completion stamps (%)": 100 * stamped_share(steps),
             "DLFP active": capped > 0, "capped mixed steps": f"{capped}/{mixed}",
             "scheduled ahead (%)": 100 * ahead_share(steps), "measured on": measured_on(run.manifest)}
 

@@ -5,6 +5,11 @@ file: one object per completed step, buffered and flushed in batches so that the
 scheduler's hot path never waits on a write (every 256 records or after a second, so a
 long-running server's log stays current). Several engine starts may append to one
 file; each start writes a header line first, so a reader can tell the runs apart.
+
+A record is every :class:`~dlfp.control.signals.StepRecord` field, so a field added there
+(``exec_done_t``, then ``complete_source``: which completion time the ``completion`` signal took,
+``"exec_done"`` or ``"collect"``) reaches ``steps.parquet`` without a change here. Logs written
+before a field existed lack its key: readers must treat a missing key as unknown, not as an error.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,26 +28,36 @@ from dlfp.vllm import lifeline
 T = TypeVar("T")
 
 
+RAN = ("scheduler", "async_scheduling", "executor")
+"""What the engine reports it ran, from its step log's header: the scheduler class vLLM chose
+(``DLFPAsyncScheduler`` only under async scheduling), the async mode and the executor. A config
+asks; vLLM may decide otherwise (it turns async scheduling off where a feature needs it), and a
+label must say what ran."""
+
+
 @dataclass
 class ArmResult:
-    """Client trace plus engine-side steps, both on the trial's time base (seconds)."""
+    """Client trace plus engine-side steps, both on the trial's time base (seconds), and what
+    the engine reports it ran (:data:`RAN`; empty for results built without an engine)."""
 
     trace: TrialTrace
     steps: pd.DataFrame
     telemetry: pd.DataFrame
+    ran: dict[str, Any] = field(default_factory=dict)
 
 
-def steps_frame(step_log: Path, t0_monotonic: float) -> pd.DataFrame:
-    """The last engine start's step records, times shifted to the trial's time base."""
+def steps_frame(step_log: Path, t0_monotonic: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The last engine start's step records, times shifted to the trial's time base, and what
+    its header says ran (:data:`RAN`)."""
     runs = list(read_step_log(step_log))
     if not runs:
         raise RuntimeError(f"no step records in {step_log}: was the DLFP scheduler active?")
-    _, rows = runs[-1]
+    header, rows = runs[-1]
     steps = pd.DataFrame(rows)
     for col in ("schedule_t", "complete_t", "exec_done_t"):
         if col in steps:
             steps[col] = steps[col].astype(float) - t0_monotonic
-    return steps
+    return steps, {k: header[k] for k in RAN if k in header}
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
@@ -86,7 +96,8 @@ def run_arm(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
     """
     spec = replace(spec, dlfp={**spec.dlfp, "step_log": str(step_log)})
     trace, telemetry = run_coroutine(_replay(spec, requests, progress, telemetry_interval_s))
-    return ArmResult(trace, steps_frame(step_log, trace.t0_monotonic), telemetry)
+    steps, ran = steps_frame(step_log, trace.t0_monotonic)
+    return ArmResult(trace, steps, telemetry, ran)
 
 
 async def _replay(spec: EngineSpec, requests: Sequence[Request], progress: Callable[[int], None] | None,

@@ -14,15 +14,24 @@ Every real engine runs vLLM's own executor with completion stamps
 (:mod:`dlfp.vllm.executors`): the uniprocess one where vLLM would pick ``uni``, the
 multiprocess one where it would pick ``mp`` (tensor parallelism, and the CPU build whenever the
 engine core has its own process: its platform swaps ``uni`` for ``mp`` itself).
+
+Before a GPU engine loads, :func:`start_engine` checks each of its GPUs' free memory (NVML) against
+``gpu_memory_utilization`` x total, the check vLLM makes only after minutes of start-up, and
+refuses a GPU another process already uses too much of (:func:`memory_shortfall`). Engines run
+with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` unless the user set another order, so CUDA numbers GPUs as
+NVML does and telemetry samples the engine's own (:mod:`dlfp.harness.devices`).
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args, get_type_hints
 
 from dlfp.control.params import parse_params
+from dlfp.harness.devices import PCI_BUS_ID
 from dlfp.paths import model_path, weight_files
 from dlfp.vllm import lifeline
 
@@ -123,10 +132,13 @@ def omp_bind(cores: int, tensor_parallel_size: int) -> str:
 
 
 def cpu_environment(kv_cache_gib: int, tensor_parallel_size: int = 1) -> dict[str, str]:
-    """Environment the CPU build needs, set before vLLM is imported (see DESIGN.md).
+    """Environment the CPU build needs, set before vLLM is imported (see DESIGN.md), and what every
+    engine gets on GPUs too; a variable the user set is left as it is.
 
-    ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` hold on GPUs too: models and tokenizers come from
-    local directories or caches, never from the network during a trial.
+    ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE``: models and tokenizers come from local directories
+    or caches, never from the network during a trial. ``CUDA_DEVICE_ORDER=PCI_BUS_ID``: CUDA's own
+    default numbers the fastest GPU first, NVML by PCI bus, so on a node of mixed GPUs ``cuda:0``
+    would not be the GPU telemetry samples and the manifest names.
     """
     env = {
         "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
@@ -137,8 +149,13 @@ def cpu_environment(kv_cache_gib: int, tensor_parallel_size: int = 1) -> dict[st
     }
     if USER_OMP_BIND is None and cpu_build():  # GPU workers ignore it: no core count to check there
         env["VLLM_CPU_OMP_THREADS_BIND"] = omp_bind(os.cpu_count() or 1, tensor_parallel_size)
+    if "CUDA_DEVICE_ORDER" not in os.environ:
+        env["CUDA_DEVICE_ORDER"] = PCI_BUS_ID
     if "VLLM_LOGGING_LEVEL" not in os.environ:
-        env["VLLM_LOGGING_LEVEL"] = "ERROR"  # trials report through traces, not engine logs
+        # The engine's output goes to a log file beside the run folder (dlfp.harness.quiet), not the
+        # terminal: WARNING keeps what vLLM decided against the config (it turns async scheduling
+        # off where a feature needs it) without its INFO chatter.
+        env["VLLM_LOGGING_LEVEL"] = "WARNING"
     return env
 
 
@@ -197,15 +214,44 @@ def engine_kwargs(spec: EngineSpec) -> dict[str, Any]:
     return kwargs
 
 
+def memory_shortfall(utilization: float, memory: Sequence[tuple[str, float, float]]) -> str | None:
+    """Why an engine asking for ``utilization`` of each GPU's memory cannot start, or None.
+
+    ``memory``: ``(device, free GiB, total GiB)`` per GPU the engine will use
+    (:func:`dlfp.harness.telemetry.gpu_memory`). vLLM refuses a GPU whose free memory at start-up is
+    below ``gpu_memory_utilization`` x total, but only once weights and CUDA are loaded; this says
+    it first, with the numbers and the fix. vLLM's CUDA context takes a few hundred MiB before its
+    own check, so a GPU this passes narrowly may still be refused there.
+    """
+    short = [(d, free, total) for d, free, total in memory if total > 0 and free < utilization * total]
+    if not short:
+        return None
+    most = math.floor(min(free / total for _, free, total in short) * 100) / 100
+    gpus = "; ".join(f"{d}: {free:.1f} GiB free of {total:.1f} GiB, {utilization:g} x {total:.1f} = "
+                     f"{utilization * total:.1f} GiB requested" for d, free, total in short)
+    return (f"engine.gpu_memory_utilization = {utilization:g} asks for more GPU memory than is free ({gpus}): "
+            "another process is using the GPU. Lower engine.gpu_memory_utilization in the config (or "
+            f"overrides.engine.gpu_memory_utilization in the params file) to at most {most:.2f} "
+            "(free / total), or free the GPU")
+
+
 def start_engine(spec: EngineSpec) -> Any:
     """Start an ``AsyncLLM`` for ``spec``; call ``shutdown()`` on it when done.
 
     The engine core runs in its own process (as in ``vllm serve``), so the client's event
-    loop and timestamps are not disturbed by scheduling and model execution.
+    loop and timestamps are not disturbed by scheduling and model execution. A GPU engine that
+    would not fit in its GPUs' free memory is refused first (:func:`memory_shortfall`); the CPU
+    build and a modeled accelerator take no GPU memory and are not checked.
     """
     kwargs = engine_kwargs(spec)
     os.environ.update(cpu_environment(spec.kv_cache_gib, spec.tensor_parallel_size))
     os.environ.update(lifeline.child_environment())  # the engine core ends with this process
+    if spec.sim is None and not cpu_build():
+        from dlfp.harness.telemetry import gpu_memory
+
+        why = memory_shortfall(kwargs["gpu_memory_utilization"], gpu_memory(spec.tensor_parallel_size))
+        if why is not None:
+            raise ValueError(why)
     from vllm import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 

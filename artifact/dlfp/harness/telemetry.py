@@ -9,18 +9,21 @@ up with both on one time axis.
 CPU metrics come from psutil and are always present. NVIDIA GPU metrics come from NVML
 (``nvidia-ml-py``, imported as ``pynvml``) when it imports, initialises and sees at least
 one device. Telemetry is a side channel: a failing probe records nothing for that metric
-and sampling carries on; it must never end a trial.
+and sampling carries on; it must never end a trial. Why NVML gave nothing is recorded
+(``hardware.nvml_error``), so a CUDA run without GPU samples is not mistaken for a CPU run.
 
 Which GPUs. NVML lists every GPU of the node whatever ``CUDA_VISIBLE_DEVICES`` says, so "the
 first NVML device" may be one the engine never touched. An engine with tensor parallelism
-``tp`` runs on CUDA devices ``0 .. tp-1``, i.e. the first ``tp`` entries of
-``CUDA_VISIBLE_DEVICES`` (indices or ``GPU-`` UUIDs). :func:`visible_gpus` maps those entries to
-NVML indices, assuming CUDA numbers devices in PCI bus order as NVML does (vLLM makes the same
-assumption; set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` on nodes with mixed GPU models). The sampler
-records GPU ``k`` of its list as source ``gpu<k>`` (the engine's ``cuda:<k>``), and
-:func:`describe_hardware` records the node's GPUs with NVML index and UUID, the raw
-``CUDA_VISIBLE_DEVICES`` and the visible NVML indices in CUDA order, so a manifest says which
-GPUs a run used (:func:`dlfp.analysis.labels.measured_on`).
+``tp`` runs on CUDA devices ``0 .. tp-1``, the first ``tp`` entries of ``CUDA_VISIBLE_DEVICES``
+(indices, ``GPU-`` UUIDs or a ``MIG-`` device), which :mod:`dlfp.harness.devices` reads as CUDA does,
+indices in PCI bus order (every engine dlfp starts gets ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` unless the
+user set another order, :mod:`dlfp.harness.engine`). A MIG device is sampled through its own NVML
+handle where NVML gives one (memory, utilisation and clock where the driver allows; never its GPU's
+power, shared with the other slices), else recorded as not sampled. The sampler records engine
+device ``k`` as source ``gpu<k>`` (the engine's ``cuda:<k>``), and :func:`describe_hardware` records
+the node's GPUs (NVML index, UUID), the raw ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER``, the
+visible NVML indices in CUDA order and what each entry named, so a manifest says which GPUs a run
+used (:func:`dlfp.analysis.labels.measured_on`).
 """
 
 from __future__ import annotations
@@ -33,98 +36,136 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import psutil
 
+from dlfp.harness.devices import PCI_BUS_ID, Mig, Visible, cuda_devices, map_visible
+
 GIB = float(2**30)
 MAX_INTERVAL_S = 60.0
 COLUMNS = ("t_s", "source", "metric", "value")
+MIG_API = ("nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex")
 
 # (source, metric, probe); a probe returns None when its value is unavailable this time.
 Probe = tuple[str, str, Callable[[], float | None]]
+T = TypeVar("T")
 
 
-def visible_gpus(cuda_visible_devices: str | None, uuids: Sequence[str | None]) -> list[int]:
-    """NVML indices of the GPUs CUDA shows a process, in CUDA's order (module docstring).
-
-    ``uuids``: every NVML device's UUID by NVML index. Unset means all devices. As CUDA does,
-    the list ends at the first entry that names no device (``-1``, an index out of range, an
-    unknown or ambiguous UUID prefix, a repeat); a MIG instance also ends it here (NVML samples
-    MIG slices differently, so no telemetry is claimed for them).
-    """
-    if cuda_visible_devices is None:
-        return list(range(len(uuids)))
-    out: list[int] = []
-    for entry in (e.strip() for e in cuda_visible_devices.split(",")):
-        if entry.isdigit() and int(entry) < len(uuids):
-            index = int(entry)
-        elif entry.startswith("GPU-"):
-            matches = [i for i, u in enumerate(uuids) if u is not None and u.startswith(entry)]
-            if len(matches) != 1:
-                break
-            index = matches[0]
-        else:
-            break
-        if index in out:
-            break
-        out.append(index)
-    return out
+def _why(exc: BaseException) -> str:
+    """An NVML failure in words (pynvml's errors often have an empty message)."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _nvml_open(gpus: Sequence[int] | None = None) -> tuple[ModuleType, list[Any]] | None:
-    """``(pynvml, device handles)`` with NVML initialised, or None where GPU sampling is off.
-
-    ``gpus``: NVML indices to open, in order; None: the GPUs visible to this process. The
-    caller owns the initialisation and must call ``nvmlShutdown``. Any failure (package
-    missing, no driver, no devices) means "no GPU telemetry", not an error.
-    """
+def _nvml_init() -> tuple[ModuleType | None, str | None]:
+    """``(pynvml initialised, None)``, or ``(None, why not)``; the caller must call :func:`_nvml_close`."""
     try:
         nvml = importlib.import_module("pynvml")
+    except Exception:
+        return None, "pynvml (nvidia-ml-py) is not installed"
+    try:
         nvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        indices = _visible(nvml) if gpus is None else list(gpus)
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
-    except Exception:
-        handles = []
-    if not handles:
-        _nvml_close(nvml)
-        return None
-    return nvml, handles
-
-
-def _uuids(nvml: ModuleType) -> list[str | None]:
-    """Every NVML device's UUID by NVML index (None where the driver will not say)."""
-    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-    return [_safe(lambda h=h: _text(nvml.nvmlDeviceGetUUID(h))) for h in handles]
-
-
-def _visible(nvml: ModuleType) -> list[int]:
-    return visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), _uuids(nvml))
-
-
-def engine_gpus(tensor_parallel_size: int) -> list[int]:
-    """NVML indices of the GPUs an engine with this TP size starts on from this process: the
-    first ``tensor_parallel_size`` visible ones ([] without NVML), for :class:`TelemetrySampler`."""
-    try:
-        nvml = importlib.import_module("pynvml")
-        nvml.nvmlInit()
-    except Exception:
-        return []
-    try:
-        return _visible(nvml)[:tensor_parallel_size]
-    except Exception:
-        return []
-    finally:
-        _nvml_close(nvml)
+    except Exception as exc:
+        return None, f"nvmlInit failed ({_why(exc)})"
+    return nvml, None
 
 
 def _nvml_close(nvml: ModuleType) -> None:
     with contextlib.suppress(Exception):
         nvml.nvmlShutdown()
+
+
+def _uuids(nvml: ModuleType) -> list[str | None]:
+    """Every NVML device's UUID by NVML index (None where the driver will not say)."""
+    return [_safe(lambda i=i: _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))))
+            for i in range(int(nvml.nvmlDeviceGetCount()))]
+
+
+def _migs(nvml: ModuleType, count: int, entries: Sequence[str]) -> list[Mig] | None:
+    """The MIG devices of every GPU in MIG mode ([] where none is); None where this NVML cannot list
+    them. Without NVML's listing calls, each ``MIG-`` entry is looked up by UUID and mapped to its GPU."""
+    if all(hasattr(nvml, f) for f in MIG_API):
+        with contextlib.suppress(Exception):
+            return [m for i in range(count) for m in _slots(nvml, i)]
+    try:
+        found = []
+        for entry in (e for e in entries if e.startswith("MIG-")):
+            parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvml.nvmlDeviceGetHandleByUUID(entry))
+            found.append(Mig(int(nvml.nvmlDeviceGetIndex(parent)), None, entry))
+        return found
+    except Exception:
+        return None
+
+
+def _slots(nvml: ModuleType, gpu: int) -> list[Mig]:
+    h = nvml.nvmlDeviceGetHandleByIndex(gpu)
+    if not _safe(lambda: nvml.nvmlDeviceGetMigMode(h)[0]):  # MIG off, or a GPU without MIG (NOT_SUPPORTED)
+        return []
+    out = []
+    for slot in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(h))):
+        m = _safe(lambda slot=slot: nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, slot))  # NOT_FOUND: an empty slot
+        if m is not None:
+            out.append(Mig(gpu, slot, _safe(lambda m=m: _text(nvml.nvmlDeviceGetUUID(m))),
+                           _safe(lambda m=m: int(nvml.nvmlDeviceGetGpuInstanceId(m))),
+                           _safe(lambda m=m: int(nvml.nvmlDeviceGetComputeInstanceId(m)))))
+    return out
+
+
+def _records(nvml: ModuleType) -> tuple[list[str | None], list[Visible]]:
+    """Every NVML GPU's UUID and this process's :func:`map_visible` records, from the environment."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    uuids = _uuids(nvml)
+    entries = [e.strip() for e in env.split(",")] if env is not None else []
+    migs = _migs(nvml, len(uuids), entries) if any(e.startswith("MIG-") for e in entries) else []
+    return uuids, map_visible(env, uuids, migs, os.environ.get("CUDA_DEVICE_ORDER"))
+
+
+def _handle(nvml: ModuleType, target: int | Visible | None) -> Any:
+    """The NVML handle telemetry reads for a device: a GPU by NVML index, a MIG device by slot or UUID."""
+    if isinstance(target, int):
+        return nvml.nvmlDeviceGetHandleByIndex(target)
+    if target is None or not target.sampled or target.index is None:
+        return None
+    if target.mig is None:
+        return nvml.nvmlDeviceGetHandleByIndex(target.index)
+    if target.mig.slot is not None:
+        return nvml.nvmlDeviceGetMigDeviceHandleByIndex(nvml.nvmlDeviceGetHandleByIndex(target.index), target.mig.slot)
+    return nvml.nvmlDeviceGetHandleByUUID(target.mig.uuid)
+
+
+def _with_nvml(read: Callable[[ModuleType], T], default: T) -> T:
+    """``read(pynvml)`` with NVML initialised and shut down again; ``default`` without NVML or if it raises."""
+    nvml, _ = _nvml_init()
+    if nvml is None:
+        return default
+    try:
+        return read(nvml)
+    except Exception:
+        return default
+    finally:
+        _nvml_close(nvml)
+
+
+def engine_gpus(tensor_parallel_size: int) -> list[Visible]:
+    """The devices an engine with this TP size starts on from this process: the first
+    ``tensor_parallel_size`` CUDA devices ([] without NVML), for :class:`TelemetrySampler`."""
+    return _with_nvml(lambda nvml: cuda_devices(_records(nvml)[1])[:tensor_parallel_size], [])
+
+
+def gpu_memory(tensor_parallel_size: int) -> list[tuple[str, float, float]]:
+    """``(device, free GiB, total GiB)`` of each device an engine with this TP size will use, where
+    NVML can say ([] without NVML): what vLLM checks ``gpu_memory_utilization`` against at start-up."""
+    def read(nvml: ModuleType) -> list[tuple[str, float, float]]:
+        out = []
+        for k, v in enumerate(cuda_devices(_records(nvml)[1])[:tensor_parallel_size]):
+            info = _safe(lambda v=v: nvml.nvmlDeviceGetMemoryInfo(_handle(nvml, v)))
+            mig = f", MIG device {v.mig.uuid}" if v.mig else ""
+            if info is not None:
+                out.append((f"cuda:{k} (NVML GPU {v.index}{mig})", info.free / GIB, info.total / GIB))
+        return out
+
+    return _with_nvml(read, [])
 
 
 def _cpu_freq_mhz() -> float | None:
@@ -140,18 +181,45 @@ def _cpu_probes() -> list[Probe]:
     ]
 
 
-def _gpu_probes(nvml: ModuleType, handles: list[Any]) -> list[Probe]:
+def _gpu_probes(nvml: ModuleType, handles: Sequence[tuple[int, Any, bool]]) -> list[Probe]:
+    """Probes of ``(k, handle, mig)``: source ``gpu<k>``; a MIG device's power is its GPU's, shared: not read."""
     probes: list[Probe] = []
-    for i, h in enumerate(handles):
-        src = f"gpu{i}"
+    for k, h, mig in handles:
+        src = f"gpu{k}"
         # Default argument binds this device's handle; a plain closure would see the last one.
         probes += [
             (src, "util_pct", lambda h=h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)),
             (src, "sm_clock_mhz", lambda h=h: float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))),
             (src, "mem_used_gib", lambda h=h: nvml.nvmlDeviceGetMemoryInfo(h).used / GIB),
-            (src, "power_w", lambda h=h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
         ]
+        if not mig:
+            probes.append((src, "power_w", lambda h=h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0))
     return probes
+
+
+def _open(gpus: Sequence[int | Visible | None] | None) -> tuple[ModuleType, list[Any]] | None:
+    """``(pynvml, probes' handles)`` with NVML initialised, or None where no GPU is sampled.
+
+    ``gpus``: the devices to sample, in CUDA order (NVML indices or :class:`Visible` records; None:
+    one not sampled, keeping the numbering); None: every device visible to this process. The caller
+    owns the initialisation and must call :func:`_nvml_close`.
+    """
+    nvml, _ = _nvml_init()
+    if nvml is None:
+        return None
+    try:
+        targets = cuda_devices(_records(nvml)[1]) if gpus is None else list(gpus)
+    except Exception:
+        targets = []
+    handles = []
+    for k, target in enumerate(targets):
+        h = _safe(lambda t=target: _handle(nvml, t))
+        if h is not None:
+            handles.append((k, h, isinstance(target, Visible) and target.mig is not None))
+    if not handles:
+        _nvml_close(nvml)
+        return None
+    return nvml, handles
 
 
 class TelemetrySampler:
@@ -160,13 +228,13 @@ class TelemetrySampler:
     Use as a context manager around the arm. The first sample is taken one interval after
     entry, because ``util_pct`` is a utilisation *since the previous call* and needs an
     interval behind it; a block shorter than ``interval_s`` therefore records nothing.
-    ``gpus``: NVML indices of the GPUs to sample, the engine's (:func:`engine_gpus`); None: every
-    GPU visible to this process (``CUDA_VISIBLE_DEVICES``), which is the engine's when a job
-    is given exactly the GPUs it uses, as SLURM and ``dlfp gpu-check`` do.
+    ``gpus``: the engine's devices (:func:`engine_gpus`, or NVML indices), sampled as ``gpu<k>``
+    by position; None: every device visible to this process (``CUDA_VISIBLE_DEVICES``), which is
+    the engine's when a job is given exactly the GPUs it uses, as SLURM and ``dlfp gpu-check`` do.
     """
 
     def __init__(self, interval_s: float = 0.5, t0_monotonic: float | None = None,
-                 gpus: Sequence[int] | None = None) -> None:
+                 gpus: Sequence[int | Visible | None] | None = None) -> None:
         if not 0 < interval_s <= MAX_INTERVAL_S:
             raise ValueError(f"interval_s={interval_s!r} is invalid; allowed: 0 < interval_s <= "
                              f"{MAX_INTERVAL_S:g} seconds")
@@ -184,7 +252,7 @@ class TelemetrySampler:
         if self._thread is not None:
             raise RuntimeError("TelemetrySampler is single-use; create a new one per arm")
         self._probes = _cpu_probes()
-        opened = _nvml_open(self.gpus)
+        opened = _open(self.gpus)
         if opened is not None:
             self._nvml = opened[0]
             self._probes += _gpu_probes(*opened)
@@ -238,27 +306,45 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+def _device_record(nvml: ModuleType, v: Visible) -> dict[str, Any]:
+    """A :class:`Visible` for the manifest; a MIG device named by NVML and checked to be readable."""
+    record = {"entry": v.entry, "index": v.index, "mig": None if v.mig is None else v.mig.uuid, "name": None,
+              "sampled": v.sampled, "note": v.note}
+    if v.mig is not None:
+        try:
+            h = _handle(nvml, v)
+            nvml.nvmlDeviceGetMemoryInfo(h)
+            record["name"] = _safe(lambda: _text(nvml.nvmlDeviceGetName(h)))
+        except Exception as exc:
+            record.update(sampled=False, note=f"not sampled: NVML gives no readable MIG handle ({_why(exc)})")
+    return record
+
+
 def _gpus() -> dict[str, Any]:
-    """Every NVIDIA GPU of the node (NVML index, UUID, name, memory, driver) and the NVML indices
-    of those visible to this process in CUDA's order; no GPUs when NVML is unavailable."""
-    visible_env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    none: dict[str, Any] = {"gpus": [], "cuda_visible_devices": visible_env, "visible_gpus": []}
+    """Every NVIDIA GPU of the node (NVML index, UUID, name, memory, driver), the NVML indices of those
+    visible to this process in CUDA's order, each ``CUDA_VISIBLE_DEVICES`` entry's record, the
+    ``CUDA_DEVICE_ORDER`` engines run under (dlfp's ``PCI_BUS_ID`` unless the user set another) and why
+    NVML gave nothing (``nvml_error``, None when it listed GPUs)."""
+    env, order = os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER", PCI_BUS_ID)
+    none: dict[str, Any] = {"gpus": [], "cuda_visible_devices": env, "cuda_device_order": order,
+                            "visible_gpus": [], "visible_devices": []}
+    nvml, error = _nvml_init()
+    if nvml is None:
+        return {**none, "nvml_error": error}
     try:
-        nvml = importlib.import_module("pynvml")
-        nvml.nvmlInit()
-    except Exception:
-        return none
-    try:
-        driver = _text(nvml.nvmlSystemGetDriverVersion())
-        uuids = _uuids(nvml)
+        driver = _safe(lambda: _text(nvml.nvmlSystemGetDriverVersion()))
+        uuids, records = _records(nvml)
         gpus = []
         for i, uuid in enumerate(uuids):
-            h = nvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append({"index": i, "uuid": uuid, "name": _text(nvml.nvmlDeviceGetName(h)),
-                         "memory_gib": nvml.nvmlDeviceGetMemoryInfo(h).total / GIB, "driver": driver})
-        return {"gpus": gpus, "cuda_visible_devices": visible_env, "visible_gpus": visible_gpus(visible_env, uuids)}
-    except Exception:
-        return none
+            h = _safe(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i))
+            gpus.append({"index": i, "uuid": uuid, "name": _safe(lambda h=h: _text(nvml.nvmlDeviceGetName(h))),
+                         "memory_gib": _safe(lambda h=h: nvml.nvmlDeviceGetMemoryInfo(h).total / GIB),
+                         "driver": driver})
+        devices = [_device_record(nvml, v) for v in records]
+        return {**none, "gpus": gpus, "visible_gpus": [v.index for v in cuda_devices(records)],
+                "visible_devices": devices, "nvml_error": None if gpus else "NVML lists no GPU"}
+    except Exception as exc:
+        return {**none, "nvml_error": f"NVML failed listing GPUs ({_why(exc)})"}
     finally:
         _nvml_close(nvml)
 
@@ -280,7 +366,9 @@ def describe_hardware() -> dict[str, Any]:
     """A JSON-serialisable description of this machine for a run manifest; never raises.
 
     ``gpus`` lists every GPU of the node; ``visible_gpus`` the NVML indices this process may use,
-    in CUDA's order, of which an engine with tensor parallelism ``tp`` uses the first ``tp``.
+    in CUDA's order, of which an engine with tensor parallelism ``tp`` uses the first ``tp``;
+    ``visible_devices`` what each ``CUDA_VISIBLE_DEVICES`` entry named and whether it is sampled;
+    ``nvml_error`` why there are no GPU records, if so.
     """
     return {
         "hostname": _safe(platform.node),
@@ -297,7 +385,7 @@ def describe_hardware() -> dict[str, Any]:
 
 def telemetry_source() -> str:
     """Which telemetry a :class:`TelemetrySampler` started now would record, for the manifest."""
-    opened = _nvml_open()
+    opened = _open(None)
     if opened is None:
         return "cpu (psutil)"
     _nvml_close(opened[0])

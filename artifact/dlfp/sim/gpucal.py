@@ -41,9 +41,13 @@ takes the masked path, which materialises the KV heads for grouped-query attenti
 FlashAttention and fused kernels, so the attention factor in particular is a conservative proxy.
 Steps mixing prefill and decode are not measured: ``transformers`` batches rows of equal length.
 
-Run it on a GPU node, with the base whose public specs describe that GPU::
+What it needs: PyTorch, ``transformers``, numpy, scipy, PyYAML and this checkout on ``PYTHONPATH``,
+what a GPU node without network has; no vLLM, pyarrow or install of ``dlfp`` (``test_gpucal_bare``
+checks). ``--max-seconds`` fits what a short allocation measured, and says so in the profile.
 
-    python -m dlfp.sim.gpucal --base h200 --models qwen3-0.6b,qwen3-8b --out h200-measured.yaml
+Run it on a GPU node, with the base whose public specs describe that GPU (``make gpu-calibrate``)::
+
+    PYTHONPATH=artifact python3 -m dlfp.sim.gpucal --base h200 --models qwen3-0.6b,qwen3-8b --out h200-measured.yaml
 
 and a CPU dry run of the plumbing (seconds; the numbers mean nothing)::
 
@@ -57,10 +61,12 @@ import datetime
 import json
 import math
 import platform
+import shlex
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -76,12 +82,19 @@ FILL_TOKENS = 8192
 """Untimed context is written in forwards of at most this many tokens, to bound activation memory."""
 
 
+def _round_robin(*groups: Sequence[Case]) -> tuple[Case, ...]:
+    """One case of each group in turn: every prefix of the order spans all the groups' regimes."""
+    return tuple(group[i] for i in range(max(map(len, groups))) for group in groups if i < len(group))
+
+
 # Prefill chunks reach the compute-bound regime, long contexts give attention its share (over
-# 40% of a qwen3-8b chunk's FLOPs at c=16k), and decode batches are memory-bound.
-CASES = (
-    *(Case(1, n, 0) for n in (128, 512, 2048, 8192)),
-    *(Case(1, n, c) for n in (512, 2048) for c in (4096, 16384)),
-    *(Case(r, 1, c) for r in (1, 8, 32, 128) for c in (512, 2048)),
+# 40% of a qwen3-8b chunk's FLOPs at c=16k), and decode batches are memory-bound. Interleaved, so
+# that a run cut short by --max-seconds has still measured every regime.
+CASES = _round_robin(
+    tuple(Case(1, n, 0) for n in (128, 512, 2048, 8192)),
+    tuple(Case(1, n, c) for n in (512, 2048) for c in (4096, 16384)),
+    tuple(Case(r, 1, 512) for r in (1, 8, 32, 128)),
+    tuple(Case(r, 1, 2048) for r in (1, 8, 32, 128)),
 )
 
 
@@ -91,6 +104,33 @@ QUICK_CASES = (Case(1, 16, 0), Case(1, 64, 0), Case(1, 32, 64), Case(1, 1, 32), 
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+_clock: Callable[[], float] = time.monotonic
+"""The budget's clock: a module name, so tests can run :class:`Budget` on a fake one."""
+
+
+@dataclass(slots=True)
+class Budget:
+    """Wall-clock budget for measuring (``--max-seconds``), so a short allocation ends with a profile.
+
+    A case starts only while the longest case so far would still end before ``deadline``: a case in
+    flight is never interrupted (its steps are the samples), so a run overruns by at most one case.
+    """
+
+    deadline: float = math.inf
+    longest: float = 0.0
+    stopped_before: str = ""
+    """The first model or case left unmeasured, once the budget has stopped measuring."""
+
+    def allows(self, what: str) -> bool:
+        """Whether ``what`` may start; the first refusal is remembered and every later one follows."""
+        if not self.stopped_before and _clock() + self.longest > self.deadline:
+            self.stopped_before = what
+        return not self.stopped_before
+
+    def spent(self, seconds: float) -> None:
+        self.longest = max(self.longest, seconds)
 
 
 def busy_seconds(spans: Iterable[tuple[float, float]]) -> float:
@@ -160,7 +200,7 @@ def _time_case(model: torch.nn.Module, case: Case, device: torch.device, repeats
     def rewind() -> None:
         # Back to `context` cached tokens: the next step overwrites the same slots in place.
         for layer in cache.layers:
-            layer.cumulative_length.fill_(case.context)
+            layer.cumulative_length.fill_(case.context)  # transformers 5's StaticLayer (see _preflight)
 
     def step() -> object:
         return forward(new)
@@ -180,13 +220,18 @@ def _time_case(model: torch.nn.Module, case: Case, device: torch.device, repeats
 
 
 def measure(model_name: str, device: str | torch.device, dtype: torch.dtype, cases: Sequence[Case],
-            repeats: int, timer: str = "busy", log: Callable[[str], None] = _stderr) -> list[Sample]:
+            repeats: int, timer: str = "busy", log: Callable[[str], None] = _stderr,
+            budget: Budget | None = None) -> list[Sample]:
     """Time ``cases`` on a random-weight ``model_name``; cases that run out of GPU memory are skipped.
 
     ``timer`` is ``"busy"`` (kernel time, CUDA only) or ``"wall"``; on CPU both read the host clock.
+    Once ``budget`` refuses a case, it and the rest are not run (nor is the model built, if spent).
     """
     if timer not in ("busy", "wall"):
         raise ValueError(f"timer must be 'busy' or 'wall', got {timer!r}")
+    budget = budget or Budget()
+    if not budget.allows(model_name):
+        return []
     device = torch.device(device)
     shape = ModelShape.from_dir(model_path(model_name))
     torch.manual_seed(0)
@@ -198,12 +243,18 @@ def measure(model_name: str, device: str | torch.device, dtype: torch.dtype, cas
         with torch.inference_mode():
             for k, case in enumerate(cases, 1):
                 prefix = f"[{k}/{len(cases)}] {model_name} {case.label}"
+                if not budget.allows(f"{model_name} {case.label}"):
+                    log(f"{prefix}: --max-seconds budget spent; this and the remaining cases not run")
+                    break
+                start = _clock()
                 try:
                     seconds, wall = _time_case(model, case, device, repeats, busy)
                 except torch.OutOfMemoryError:
                     log(f"{prefix}: out of memory, skipped")
                     torch.cuda.empty_cache()
                     continue
+                finally:
+                    budget.spent(_clock() - start)
                 samples.append(Sample(model_name, shape, case, seconds, wall))
                 log(f"{prefix}: {seconds * 1e3:.3f} ms" + (f" (wall {wall * 1e3:.3f} ms)" if busy else ""))
     finally:
@@ -233,6 +284,27 @@ def _versions(device: torch.device) -> str:
     return ", ".join(parts)
 
 
+def _preflight(device: torch.device, timer: str) -> str | None:
+    """What would otherwise fail only after minutes of a GPU allocation, checked in seconds: the
+    ``transformers`` API the timing relies on, and (busy timer) that the profiler sees kernels."""
+    import transformers
+
+    try:
+        from transformers import Qwen3ForCausalLM, StaticCache  # noqa: F401
+        from transformers.cache_utils import StaticLayer
+    except ImportError as err:
+        return f"transformers {transformers.__version__} lacks what the timing uses ({err}); needs transformers 5"
+    if not hasattr(StaticLayer(max_cache_len=1), "cumulative_length"):
+        return (f"transformers {transformers.__version__}: StaticCache layers keep no cumulative_length, which "
+                "the timing rewinds between steps; needs transformers 5 (5.17 and 5.19 have it)")
+    if device.type == "cuda" and timer == "busy":
+        try:
+            _busy_s(lambda: torch.ones(1 << 20, device=device).sum())
+        except RuntimeError as err:
+            return str(err)
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line; ``dlfp sim gpu-calibrate`` passes its arguments through to ``main``."""
     ap = argparse.ArgumentParser(
@@ -249,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="busy: GPU time covered by kernels (default); wall: CUDA events around the step")
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per case; the median is kept")
     ap.add_argument("--quick", action="store_true", help="a few small cases (CPU dry run)")
+    ap.add_argument("--max-seconds", type=float,
+                    help="wall-clock budget for measuring (default: none): no case starts that would end past it, "
+                         "and what was measured is fitted; imports, CUDA start-up and the fit come on top")
     ap.add_argument("--name", help="profile name (default: <base name>-measured)")
     ap.add_argument("--out", required=True, help="YAML file to write")
     ap.add_argument("--force", action="store_true", help="overwrite an existing --out")
@@ -283,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "use --device cpu for a dry run")
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        ap.error(f"--max-seconds must be positive, got {args.max_seconds}")
     out = Path(args.out)
     if not out.parent.is_dir():
         ap.error(f"--out: directory {str(out.parent)!r} does not exist")
@@ -293,10 +370,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     dtype = getattr(torch, args.dtype)
     cases = QUICK_CASES if args.quick else CASES
     timer = args.timer if device.type == "cuda" else "wall"
-    samples = [s for name in models for s in measure(name, device, dtype, cases, args.repeats, timer)]
-    fit = fit_efficiencies(base, samples, dtype_bytes=dtype.itemsize)
+    problem = _preflight(device, timer)
+    if problem:
+        ap.error(problem)
+
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat("T", "seconds")
+    start = _clock()
+    budget = Budget(start + args.max_seconds if args.max_seconds else math.inf)
+    samples = [s for name in models for s in measure(name, device, dtype, cases, args.repeats, timer, budget=budget)]
+    elapsed = _clock() - start
+    stopped = ""
+    if budget.stopped_before:
+        stopped = (f"measuring stopped by --max-seconds {args.max_seconds:g} before {budget.stopped_before}: "
+                   f"{len(samples)} of {len(models) * len(cases)} cases measured")
+        _stderr(f"warning: {stopped}")
+    try:
+        fit = fit_efficiencies(base, samples, dtype_bytes=dtype.itemsize)
+    except ValueError as err:
+        _stderr(f"dlfp.sim.gpucal: cannot fit: {err}" + (f" ({stopped}; raise it)" if stopped else ""))
+        return 1
+    command = shlex.join(["python", "-m", "dlfp.sim.gpucal", *(sys.argv[1:] if argv is None else argv)])
     run = Run(base=args.base, device=_device_name(device), dtype=args.dtype, timer=timer, repeats=args.repeats,
-              versions=_versions(device), date=datetime.datetime.now(datetime.timezone.utc).isoformat("T", "seconds"))
+              versions=_versions(device), date=date, command=command, measuring_s=elapsed, stopped=stopped)
     profile = write_profile(out, fit, samples, base_raw, run, args.name or f"{base.name}-measured")
 
     for factor in FACTORS:
@@ -308,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{out}: " + ", ".join(f"{f} {getattr(profile, f):.4g} ({'measured' if f in fit.measured else 'base'})"
                                  for f in FACTORS)
           + f"; relative error p50/p90 in-sample {fit.in_sample_p50:.1%}/{fit.in_sample_p90:.1%}, "
-            f"leave-one-out {fit.heldout_p50:.1%}/{fit.heldout_p90:.1%} over {len(samples)} samples")
+            f"leave-one-out {fit.heldout_p50:.1%}/{fit.heldout_p90:.1%} over {len(samples)} samples "
+            f"measured in {elapsed:.0f} s")
     return 0
 
 

@@ -218,6 +218,11 @@ class Run:
     repeats: int
     versions: str
     date: str
+    command: str = ""
+    """The command line that measured, so the profile says how to measure it again."""
+    measuring_s: float | None = None
+    stopped: str = ""
+    """Why measuring ended before every case (``--max-seconds``); empty when it did not."""
 
 
 def render_profile(fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, Any], run: Run, name: str) -> str:
@@ -235,6 +240,11 @@ def render_profile(fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, A
         f"Other numbers from base profile {run.base} with their sources"
         + (f"; {', '.join(kept)} kept from it: no sample depends on them enough to fit" if kept else ""),
     ]
+    if run.command or run.measuring_s is not None:
+        took = f" (measuring took {run.measuring_s:.0f} s)" if run.measuring_s is not None else ""
+        provenance.append(f"Command: {run.command or 'not recorded'}{took}")
+    if run.stopped:
+        provenance.append(f"Incomplete: {run.stopped}")
     head = {"name": name, "device": run.device, "references": [*base_raw.get("references", []), *provenance]}
     body = {section: {key: dict(entry) for key, entry in entries.items()}
             for section, entries in base_raw.items() if section not in head}
@@ -252,6 +262,8 @@ def render_profile(fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, A
         f"# ({run.timer} time) by least squares on log time. All other numbers are the base profile's",
         f"# ({run.base}), public spec or assumed as marked; host overhead is not part of a forward pass",
         "# and stays assumed. See the module docstring of dlfp.sim.gpucal for the method and its limits.",
+        *([f"# Command: {run.command}"] if run.command else []),
+        *([f"# Incomplete: {run.stopped}."] if run.stopped else []),
         "#",
         "# Samples (model, step, measured, modeled by this profile, wall clock):",
         *table,

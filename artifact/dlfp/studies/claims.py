@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from dlfp.analysis.labels import source_line
+from dlfp.analysis.labels import engine_gpus, source_line
 from dlfp.analysis.runs import RunData, load_run, trial_rows
 from dlfp.analysis.stats import paired
 from dlfp.analysis.tables import regime
@@ -44,6 +44,9 @@ EXPECTATIONS = ("ci_lo_above", "ci_hi_below", "ci_overlaps", "at_least", "at_mos
 EVIDENCE = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)")
 """The kinds of evidence a row can rest on, in the order the book counts them."""
 VERDICTS = ("reproduced", "not reproduced", "not testable here")
+SETTING: dict[str, type | tuple[type, ...]] = {"model": str, "dtype": str, "tensor_parallel_size": int, "gpu": str,
+                                              "gpu_memory_gib_at_least": (int, float)}
+"""The keys of ``claims.yaml``'s ``setting``: the paper's model, dtype, TP size, GPU name and memory."""
 VALUES = ("itl_reduction", "output_agreement", "failures", "slo_change_abs", "ttft_worst_over_slo")
 REGIME_BOUND = ("itl_reduction",)
 """Values that only mean something inside the design's regime (stalls the pooled P99 can see)."""
@@ -58,6 +61,11 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
     claims = raw.get("claims") if isinstance(raw, dict) else None
     if not isinstance(claims, list) or not claims:
         raise ValueError(f"{path}: expected a non-empty list under 'claims'")
+    setting = raw.get("setting")
+    if setting is not None and not (isinstance(setting, dict) and set(setting) == set(SETTING) and all(
+            isinstance(setting[k], t) and not isinstance(setting[k], bool) for k, t in SETTING.items())):
+        raise ValueError(f"{path}: setting {setting!r}: expected a mapping of exactly {', '.join(SETTING)} "
+                         "(the paper's model, dtype, TP size, GPU name and its least memory in GiB)")
     for i, claim in enumerate(claims):
         if not isinstance(claim, dict):
             raise ValueError(f"{path}: claims[{i}] is {claim!r}; expected a mapping {{id, claim, paper, rows}}")
@@ -79,6 +87,10 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
                     raise ValueError(f"{path}: claim {claim['id']!r} has given {given!r}; expected a mapping "
                                      f"{{arm, value (one of {VALUES}), expect, unmet (words)}}")
                 _check_expect(path, claim["id"], given["expect"])
+        if setting is not None:  # the gpu slot's rows are judged only on the paper's setting
+            for row in claim["rows"]:
+                if row["run"] == "gpu":
+                    row["setting"] = setting
         implied = claim.get("design_implied")
         if implied is not None and not (isinstance(implied, dict) and set(implied) == {"rules", "why"}
                                         and isinstance(implied["rules"], list) and implied["rules"]
@@ -203,12 +215,47 @@ def design_reasons(claims: list[dict[str, Any]] | None = None) -> pd.DataFrame:
                                                                                 "why the design implies it"])
 
 
+def _model_name(model: str) -> str:
+    """``Qwen/Qwen3-0.6B``, ``/ckpt/Qwen3-0.6B/`` and ``qwen3-0.6b`` name one model."""
+    return Path(model.rstrip("/")).name.lower()
+
+
+def setting_differences(run: RunData, setting: Mapping[str, Any]) -> list[str]:
+    """How a measured run's setting differs from ``setting`` (model, dtype, TP size, and the GPUs
+    its engine ran on, by name and memory), one phrase each; empty when it is the paper's."""
+    engine = run.config.engine
+    out = []
+    if _model_name(engine.model) != _model_name(setting["model"]):
+        out.append(f"model {engine.model} instead of {setting['model']}")
+    if engine.dtype.replace("bf16", "bfloat16") != setting["dtype"]:
+        out.append(f"dtype {engine.dtype} instead of {setting['dtype']}")
+    if engine.tensor_parallel_size != setting["tensor_parallel_size"]:
+        out.append(f"TP {engine.tensor_parallel_size} instead of {setting['tensor_parallel_size']}")
+    gpus = engine_gpus(run.manifest.get("hardware") or {}, engine.tensor_parallel_size)
+    wanted = f"{setting['gpu']} with at least {setting['gpu_memory_gib_at_least']:g} GiB"
+    if not gpus:
+        out.append(f"GPU not recorded (no NVML record in the manifest) where {wanted} is the setting")
+    for g in gpus:
+        name, memory = str(g.get("name") or "unknown GPU"), g.get("memory_gib")
+        if setting["gpu"].lower() not in name.lower() or not isinstance(memory, (int, float)) or \
+                memory < setting["gpu_memory_gib_at_least"]:
+            size = f", {memory:.0f} GiB" if isinstance(memory, (int, float)) else ""
+            out.append(f"GPU {name}{size} instead of {wanted}")
+    return list(dict.fromkeys(out))
+
+
 def claim_runs(paired_run: RunData, gpu_run_dir: str | Path, modeled_root: str | Path,
                baselines_root: str | Path) -> dict[str, RunData | None]:
-    """The runs ``claims.yaml`` names, as the results chapter renders them: ``paired``, ``gpu`` (None
-    when ``gpu_run_dir`` is empty) and ``modeled:<label>``/``baselines:<target>`` for the run folders
-    under those roots. One function, so the book and the pipeline's closing lines judge the same runs."""
-    runs: dict[str, RunData | None] = {"paired": paired_run, "gpu": load_run(gpu_run_dir) if gpu_run_dir else None}
+    """The runs ``claims.yaml`` names, as the results chapter renders them: ``paired``, ``gpu`` and
+    ``modeled:<label>``/``baselines:<target>`` for the run folders under those roots. One function,
+    so the book and the pipeline's closing lines judge the same runs.
+
+    The paired run is the ``gpu`` source when it is a GPU measurement (a cluster user's run of
+    ``params/a100.yaml``; then no CPU paired run is rendered and the CPU rows say so), else the
+    ``paired`` one; ``gpu_run_dir`` adds a GPU run beside a CPU paired run (empty: none)."""
+    gpu_paired = evidence("paired", paired_run) == EVIDENCE[1]
+    gpu = load_run(gpu_run_dir) if gpu_run_dir else (paired_run if gpu_paired else None)
+    runs: dict[str, RunData | None] = {"paired": None if gpu_paired else paired_run, "gpu": gpu}
     runs.update({f"modeled:{d.name}": load_run(d) for d in run_folders([modeled_root])})
     runs.update({f"baselines:{d.name}": load_run(d) for d in run_folders([baselines_root])})
     return runs
@@ -222,6 +269,8 @@ def _verdict(run: RunData, rows: pd.DataFrame, row: Mapping[str, Any], arm: str,
              ) -> tuple[str, str]:
     """(verdict, the value as shown) of one row on one loaded run."""
     numbers, shown = _value(run, rows, row["value"], arm)
+    if row.get("setting") is not None and (differ := setting_differences(run, row["setting"])):
+        return f"not testable here (different setting: {'; '.join(differ)})", shown
     if not _judgeable(numbers, row["expect"]):
         return "not testable here (needs two or more trials)", shown
     if regime_bound and row["value"] in REGIME_BOUND and regime(run, rows)["flags"]:

@@ -89,8 +89,8 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
     }
 
 
-RECORDED_ENV = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES")
-"""Environment that decides what an engine measures: which cores or GPUs it runs on."""
+RECORDED_ENV = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+"""Environment that decides what an engine measures: which cores or GPUs it runs on, and how CUDA numbers them."""
 
 
 def engine_env(config: TrialConfig) -> dict[str, str]:

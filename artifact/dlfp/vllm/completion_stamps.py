@@ -3,16 +3,19 @@
 Why: under async scheduling (vLLM's GPU default) the engine core schedules step N+1 before
 step N has finished and collects N's output only when its batch queue is full. The interval
 between scheduler calls (the paper's feedback signal) and even the moment
-``update_from_output`` runs are then host-side proxies of the device's step time. To measure
-the proxy error directly, each step needs the time its output really became available, next
-to the scheduler's own timestamps.
+``update_from_output`` runs are then host-side proxies of the device's step time. To feed the
+``completion`` signal the device's cadence instead, and to measure the proxy error directly,
+each step needs the time its output really became available, next to the scheduler's own
+timestamps.
 
 :class:`CompletionStamps` is a mixin for vLLM executors (:mod:`dlfp.vllm.executors` puts it
 over ``UniProcExecutor`` and ``MultiprocExecutor``). It pairs each ``sample_tokens`` call with
 the oldest step ``execute_model`` queued and not yet sampled (the engine core samples every
 step that scheduled tokens exactly once, in order, deferred ones included) and stamps ``time.monotonic()`` on that
 step's ``SchedulerOutput``, the object the engine core later hands to
-``update_from_output``, where the DLFP scheduler copies it into ``StepRecord.exec_done_t``:
+``update_from_output``, where the DLFP scheduler copies it into ``StepRecord.exec_done_t``
+before its tracker takes the step's completion time (the stamp where it is plausible, else the
+collect time: :func:`dlfp.control.signals.completion_time_usable`):
 
 * an output that is ready when ``sample_tokens`` returns (synchronous scheduling, the worker
   in this process: the CPU engine) is stamped at once;

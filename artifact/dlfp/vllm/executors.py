@@ -1,7 +1,8 @@
 """vLLM's own executors with per-step completion stamps (:mod:`dlfp.vllm.completion_stamps`).
 
 :func:`dlfp.harness.engine.engine_kwargs` names these instead of ``"uni"``/``"mp"`` for every real
-engine, so ``steps.parquet`` carries ``exec_done_t`` beside the scheduler's timestamps. They are
+engine, so the ``completion`` signal runs on the stamps and ``steps.parquet`` carries
+``exec_done_t`` (and ``complete_source``) beside the scheduler's timestamps. They are
 resolved by dotted path in the engine-core process (where the DLFP scheduler is resolved too);
 worker processes never import them: they receive the engine config, whose executor and
 scheduler entries are plain strings.

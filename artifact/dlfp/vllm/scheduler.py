@@ -11,6 +11,11 @@ Per step, ``schedule()`` decides from the running/waiting queues whether prefill
 share the step with running decodes; if so it temporarily lowers the scheduler's token
 budget to ``decodes + cap`` and the per-request prefill threshold to ``cap``, calls
 vLLM's own ``schedule()``, and restores both. Everything else is vLLM's.
+
+Per completed step, ``update_from_output`` copies the executor's completion stamp (when the
+step's output became available, :mod:`dlfp.vllm.completion_stamps`) into the step record before
+the tracker sees it, so the ``completion`` signal runs on the device's clock where the executor
+stamps, and on the collect time where it does not (:mod:`dlfp.control.signals`).
 """
 
 from __future__ import annotations
@@ -70,6 +75,16 @@ def _prefill_work(out: SchedulerOutput, prefilling: list[str]) -> tuple[int, int
     return sum(counts[i] for i in ids), len(ids)
 
 
+
+def executor_name(backend: Any) -> str:
+    """The executor an engine was configured with, as the step log records it: a class by its
+    qualified name, a dotted path or vLLM's short name ("uni", "mp", "ray") as given, or "default"."""
+    if backend is None:
+        return "default"
+    if isinstance(backend, type):
+        return f"{backend.__module__}.{backend.__qualname__}"
+    return str(backend)
+
 class _DLFPMixin:
     """The DLFP behaviour shared by the sync and async variants."""
 
@@ -110,6 +125,7 @@ class _DLFPMixin:
                 "dlfp_version": __version__,
                 "scheduler": type(self).__name__,
                 "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
+                "executor": executor_name(vllm_config.parallel_config.distributed_executor_backend),
                 "params": {k: getattr(params, k) for k in params.__slots__},
                 "wall_time": time.time(),
                 "monotonic": time.monotonic(),
@@ -173,8 +189,12 @@ class _DLFPMixin:
     def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output: Any) -> Any:
         record = self._inflight.pop(id(scheduler_output), None)
         if record is not None:
-            self._tracker.completed(record, time.monotonic())
+            now = time.monotonic()  # the collect time: the fallback where the executor left no stamp
+            # The stamp first: where the executor stamps (dlfp.vllm.executors), the completion signal
+            # takes the device's completion rather than this collect time, which under async
+            # scheduling lags it by however long the engine core took to ask for the output.
             record.exec_done_t = exec_done_t(scheduler_output)
+            self._tracker.completed(record, now)
             if self._log is not None:
                 self._log.add(record)
         return super().update_from_output(scheduler_output, model_runner_output)

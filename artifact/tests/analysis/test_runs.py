@@ -33,11 +33,11 @@ from dlfp.analysis.runs import (
     target_s,
     trial_rows,
 )
-from dlfp.paths import REPO_ROOT, sha256, write_json_atomic
+from dlfp.paths import REPO_ROOT, sha256
 from dlfp.trials.config import parse_config
-from dlfp.trials.runfolder import MANIFEST, RunFolderError, write_parquet
+from dlfp.trials.runfolder import MANIFEST, RunFolderError
+from tests.analysis.edits import RUN, claim_gpu, copy_run, edit_manifest, gpu_telemetry, rewrite_table, unit
 
-RUN = REPO_ROOT / "data" / "runs" / "cpu-default"
 SIM_RUN = REPO_ROOT / "data" / "runs" / "generalization-sim" / "a100-qwen3-0.6b-tp1"
 
 
@@ -46,30 +46,12 @@ def manifest() -> dict[str, Any]:
     return json.loads((RUN / MANIFEST).read_text(encoding="utf-8"))
 
 
-def copy_run(tmp_path: Path, run: Path = RUN) -> Path:
-    dest = tmp_path / run.name
-    shutil.copytree(run, dest)
-    return dest
 
 
-def edit_manifest(run_dir: Path, edit) -> None:
-    m = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
-    edit(m)
-    write_json_atomic(run_dir / MANIFEST, m)
 
 
-def unit(m: dict[str, Any], trial: int, arm: str) -> dict[str, Any]:
-    return next(u for u in m["units"] if u["trial"] == trial and u["arm"] == arm)
 
 
-def rewrite_table(run_dir: Path, trial: int, arm: str, table: str, change) -> Path:
-    """Replace one table with ``change(df)`` and record its new checksum, as a writer bug would."""
-    path = run_dir / f"trial-{trial}" / arm / f"{table}.parquet"
-    df = pd.read_parquet(path)
-    write_parquet(change(df), path)
-    digest = sha256(path)
-    edit_manifest(run_dir, lambda m: unit(m, trial, arm)["files"].__setitem__(f"{table}.parquet", digest))
-    return path
 
 
 # The committed run, loaded whole.
@@ -293,15 +275,8 @@ def test_complete_status_with_an_unfinished_unit_is_refused_even_when_partial(tm
 
 # A manifest's device against the run's own checksummed telemetry.
 
-A100 = {"index": 0, "uuid": "GPU-5ad1c0de", "name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80.0, "driver": "580.65.06"}
 
 
-def claim_gpu(m: dict[str, Any], vllm: str | None = "0.32.0", gpus: bool = True) -> None:
-    """The edit that turns the CPU run's manifest into a GPU run's: what a GPU node records."""
-    if vllm is not None:
-        m["versions"]["vllm"] = vllm
-    if gpus:
-        m["hardware"].update(gpus=[A100], visible_gpus=[0], cuda_visible_devices="0")
 
 
 @pytest.mark.parametrize(("vllm", "gpus"), [("0.32.0", True), ("0.32.0", False), ("0.32.0+cu130", True)])
@@ -328,9 +303,7 @@ def test_a_cpu_build_on_a_gpu_node_is_accepted_and_labelled_cpu(tmp_path: Path) 
 def test_a_gpu_claim_backed_by_gpu_telemetry_is_accepted(tmp_path: Path, manifest: dict[str, Any]) -> None:
     """The same claim with every unit's telemetry sampling ``gpu0`` (as NVML records it) is a GPU run."""
     run_dir = copy_run(tmp_path)
-    for u in manifest["units"]:
-        rewrite_table(run_dir, u["trial"], u["arm"], "telemetry", lambda df: pd.concat(
-            [df, df.assign(source="gpu0")], ignore_index=True))
+    gpu_telemetry(run_dir)
     edit_manifest(run_dir, claim_gpu)
     run = load_run(run_dir, tables=())
     assert measured_on(run.manifest) == "1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0"
@@ -377,3 +350,15 @@ def test_a_simulated_run_is_labelled_simulated_and_not_checked(tmp_path: Path) -
     edit_manifest(run_dir, claim_gpu)
     run = load_run(run_dir, tables=())
     assert measured_on(run.manifest).startswith("simulated: ") and scope_note(run).startswith("simulated numbers")
+
+
+def test_a_gpu_run_whose_nvml_failed_is_accepted_and_says_so(tmp_path: Path) -> None:
+    """NVML failed on the node: no telemetry backs the claim, and the label says exactly that."""
+    run_dir = copy_run(tmp_path)
+
+    def edit(m: dict[str, Any]) -> None:
+        claim_gpu(m, gpus=False)
+        m["hardware"]["nvml_error"] = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
+    edit_manifest(run_dir, edit)
+    run = load_run(run_dir, tables=())
+    assert measured_on(run.manifest).startswith("GPU (telemetry unavailable: ")

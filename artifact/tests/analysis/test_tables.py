@@ -30,6 +30,7 @@ from dlfp.analysis.runs import RunData, load_run, trial_rows
 from dlfp.analysis.tables import (
     BY_CONSTRUCTION,
     arms_table,
+    async_mismatches,
     design_table,
     generalization_table,
     interval_divergence,
@@ -191,6 +192,26 @@ def test_regime_flags_each_reason_in_its_words(run: RunData, rows: pd.DataFrame)
     assert regime(partial, rows)["flags"] == ["partial run (status interrupted)"]
 
 
+def test_regime_flags_a_unit_that_ran_another_async_mode(run: RunData, rows: pd.DataFrame) -> None:
+    """A GPU run that silently ran synchronously must not read like an async one (issue 19)."""
+    def ran(async_mode: bool, version: str | None = None):
+        def edit(m):
+            m["units"][1]["ran"] = {"scheduler": "DLFPScheduler", "async_scheduling": async_mode, "executor": "uni"}
+            if version is not None:
+                m["versions"]["vllm"] = version
+        return edit
+    unit = run.manifest["units"][1]
+    assert regime(with_manifest(run, ran(False)), rows)["flags"] == []  # the CPU build: sync, as asked (null)
+    assert regime(with_manifest(run, ran(True)), rows)["flags"] == [
+        f"trial-{unit['trial']}/{unit['arm']} ran with async scheduling on, though vLLM's default on this build is off"]
+    gpu = with_manifest(run, ran(False, "0.32.0"))
+    assert async_mismatches(gpu) == [
+        f"trial-{unit['trial']}/{unit['arm']} ran with async scheduling off, though vLLM's default on this build is on"]
+    asked = dataclasses.replace(gpu, config=dataclasses.replace(
+        gpu.config, engine=dataclasses.replace(gpu.config.engine, async_scheduling=False)))
+    assert async_mismatches(asked) == []  # asked for sync, ran sync
+
+
 # design_table and trials_table
 
 def test_design_table_reads_the_design_records(run: RunData) -> None:
@@ -269,10 +290,17 @@ def test_generalization_table_skips_runs_without_the_arm(cpu_ladder: list[RunDat
 # interval_divergence on hand-made steps
 
 def steps(schedule: list[float], complete: list[float], prefill: list[int] | None = None,
-          decode: list[int] | None = None) -> pd.DataFrame:
+          decode: list[int] | None = None, exec_done: list[float | None] | None = None,
+          source: list[str | None] | None = None) -> pd.DataFrame:
+    """A step table; ``exec_done`` adds the executors' stamps, ``source`` the logged ``complete_source``."""
     n = len(schedule)
-    return pd.DataFrame({"step": range(n), "schedule_t": schedule, "complete_t": complete,
-                         "prefill_tokens": prefill or [64] * n, "decode_reqs": decode or [2] * n})
+    df = pd.DataFrame({"step": range(n), "schedule_t": schedule, "complete_t": complete,
+                       "prefill_tokens": prefill or [64] * n, "decode_reqs": decode or [2] * n})
+    if exec_done is not None:
+        df["exec_done_t"] = exec_done
+    if source is not None:
+        df["complete_source"] = source
+    return df
 
 
 def test_interval_divergence_known_answer() -> None:
@@ -301,3 +329,62 @@ def test_a_synchronous_engine_has_no_divergence(intervals: list[float], lag: flo
     schedule = np.concatenate([[0.0], np.cumsum(intervals)])
     complete = np.concatenate([schedule[1:] - lag, [schedule[-1] + 1.0]])
     assert interval_divergence(steps(schedule.tolist(), complete.tolist())) == pytest.approx(0.0, abs=1e-9)
+
+
+# The same steps under async scheduling: the device completes a step every 1.0 s (stamps), the engine
+# core collects each output 0.1 to 0.6 s later; the scheduler calls 1 s apart.
+ASYNC_SCHEDULE = [0.0, 1.0, 2.0, 3.0, 4.0]
+ASYNC_STAMPS = [0.5, 1.5, 2.5, 3.5, 4.5]
+ASYNC_COLLECT = [0.6, 2.0, 2.7, 3.9, 5.0]
+
+
+def test_interval_divergence_uses_the_stamps_where_the_steps_carry_them() -> None:
+    # collect cadences of steps 1..3: 1.4, 0.7, 1.2 -> |1 - c| / c: 0.2857, 0.4286, 0.1667 -> median 0.2857
+    collect_only = steps(ASYNC_SCHEDULE, ASYNC_COLLECT)
+    assert interval_divergence(collect_only) == pytest.approx(0.4 / 1.4)
+    # stamp cadences are all 1.0, as are the scheduler-call intervals: no divergence
+    stamped = steps(ASYNC_SCHEDULE, ASYNC_COLLECT, exec_done=ASYNC_STAMPS)
+    assert interval_divergence(stamped) == pytest.approx(0.0, abs=1e-12)
+    assert interval_divergence(stamped.iloc[::-1]) == pytest.approx(0.0, abs=1e-12)
+    # no stamp on step 2 (say an unstamped step): the collect time 2.7 stands in for it alone
+    # cadences of steps 1..3: 1.0, 1.2, 0.8 -> 0, 0.1667, 0.25 -> median 0.1667
+    gap = steps(ASYNC_SCHEDULE, ASYNC_COLLECT, exec_done=[0.5, 1.5, None, 3.5, 4.5])
+    assert interval_divergence(gap) == pytest.approx(0.2 / 1.2)
+    # a table without any stamp (older runs, the stock executor) is the collect-time answer as before
+    assert interval_divergence(steps(ASYNC_SCHEDULE, ASYNC_COLLECT, exec_done=[None] * 5)) == pytest.approx(0.4 / 1.4)
+
+
+def test_interval_divergence_follows_the_logged_complete_source() -> None:
+    """Where the step log says which time the controller took, that one is used, whatever the stamps."""
+    told = steps(ASYNC_SCHEDULE, ASYNC_COLLECT, exec_done=ASYNC_STAMPS,
+                 source=["exec_done", "exec_done", "collect", "exec_done", "exec_done"])
+    assert interval_divergence(told) == pytest.approx(0.2 / 1.2)  # as with step 2's stamp missing
+    every = told.assign(complete_source=["exec_done"] * 5)
+    assert interval_divergence(every) == pytest.approx(0.0, abs=1e-12)
+    pending = steps(ASYNC_SCHEDULE, [*ASYNC_COLLECT[:4], None], exec_done=[*ASYNC_STAMPS[:4], None],
+                    source=[*["exec_done"] * 4, None])  # step 4 pending at shutdown: no cadence
+    assert interval_divergence(pending) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_interval_divergence_rebuilds_the_controllers_choice_of_impossible_stamps() -> None:
+    """Without ``complete_source`` (logs before it), stamps the controller would have refused (here step
+    2's duplicate of step 1's and step 3's from after its collection) give way to the collect times."""
+    bad = steps(ASYNC_SCHEDULE, ASYNC_COLLECT, exec_done=[0.5, 1.5, 1.5, 9.0, 4.5])
+    # best completion: 0.5, 1.5, 2.7, 3.9, 4.5 -> cadences of steps 1..3: 1.0, 1.2, 1.2 -> 0, 1/6, 1/6
+    assert interval_divergence(bad) == pytest.approx(0.2 / 1.2)
+
+
+@settings(max_examples=50, deadline=None)
+@given(intervals=st.lists(st.floats(1e-3, 1.0), min_size=3, max_size=30), lag=st.floats(0.0, 1e-3),
+       stamp_lag=st.floats(0.0, 0.99))
+def test_a_synchronous_engine_whose_stamps_are_its_collect_times_has_no_divergence(
+        intervals: list[float], lag: float, stamp_lag: float) -> None:
+    """Sync: each step's output appears, is collected and the next step is scheduled back to back, so
+    stamps at the collect times, or a constant time before them (and after each step's scheduling), give
+    zero divergence too."""
+    schedule = np.concatenate([[0.0], np.cumsum(intervals)])
+    complete = np.concatenate([schedule[1:] - lag, [schedule[-1] + 1.0]])
+    stamps = complete - stamp_lag * (min(intervals) - lag)
+    for stamp in (complete, stamps):
+        s = steps(schedule.tolist(), complete.tolist(), exec_done=stamp.tolist())
+        assert interval_divergence(s) == pytest.approx(0.0, abs=1e-9)

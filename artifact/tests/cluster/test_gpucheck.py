@@ -18,6 +18,7 @@ from types import ModuleType, SimpleNamespace
 import pandas as pd
 import pytest
 
+from dlfp.analysis.tables import interval_divergence
 from dlfp.cluster import gpucheck
 from dlfp.cluster.gpucheck import (
     Check,
@@ -28,6 +29,7 @@ from dlfp.cluster.gpucheck import (
     family,
     plan,
     proxy_error,
+    stamped_share,
 )
 from dlfp.harness.engine import cpu_build
 from dlfp.paths import REPO_ROOT
@@ -116,14 +118,33 @@ def steps_frame(schedule: list[float], done: list[float | None], prefill: list[i
 
 
 def test_proxy_error_against_the_executors_completion_stamps() -> None:
-    """Scheduler calls every 10 ms while the device completes steps 20 ms apart: error 0.5."""
+    """Scheduler calls every 10 ms while the device completes steps 20 ms apart: error 0.5, measured on
+    the stamps; the engine core's collect times (late by 1 to 11 ms) would say otherwise."""
     schedule = [0.01 * j for j in range(6)]
-    done = [1000.0 + 0.02 * j for j in range(6)]  # another time base: only intervals matter
-    s = steps_frame(schedule, done, [64] * 6, [64.0] * 6)
+    done = [0.005 + 0.02 * j for j in range(6)]
+    lags = [0.001, 0.011, 0.001, 0.011, 0.001, 0.011]
+    collected = [d + g for d, g in zip(done, lags, strict=True)]
+    s = steps_frame(schedule, done, [64] * 6, [64.0] * 6).assign(complete_t=collected)
     assert proxy_error(s) == pytest.approx(0.5)
-    sync = steps_frame(schedule, [1000.0 + t for t in schedule], [64] * 6, [64.0] * 6)
+    assert stamped_share(s) == 1.0
+    unstamped = s.assign(exec_done_t=None)  # the stock executor, or a CPU engine without stamps
+    assert stamped_share(unstamped) == 0.0
+    assert proxy_error(unstamped) == pytest.approx(interval_divergence(s.drop(columns="exec_done_t")))
+    assert proxy_error(unstamped) != pytest.approx(0.5)  # collect cadences 30 and 10 ms
+    sync = steps_frame(schedule, [t + 0.008 for t in schedule], [64] * 6, [64.0] * 6)
     assert proxy_error(sync) == pytest.approx(0.0, abs=1e-9)
-    assert math.isnan(proxy_error(s.assign(exec_done_t=None)))  # the modeled executor: no stamps
+
+
+def test_proxy_error_is_the_books_signal_divergence() -> None:
+    """One definition: gpu-check's proxy error is the book's column, on stamped and unstamped steps, and
+    on a step table that logged which completion time the controller took."""
+    schedule = [0.01 * j for j in range(8)]
+    done = [0.004 + 0.013 * j for j in range(8)]
+    s = steps_frame(schedule, done, [64, 0, 64, 64, 0, 64, 64, 64], [64.0] * 8)
+    for frame in (s, s.assign(exec_done_t=None), s.assign(complete_source=["exec_done"] * 4 + ["collect"] * 4)):
+        assert proxy_error(frame) == interval_divergence(frame)
+    assert stamped_share(s.assign(complete_source=["exec_done"] * 6 + ["collect", None])) == pytest.approx(6 / 7)
+    assert math.isnan(stamped_share(s.assign(complete_t=None)))  # nothing collected: nothing to say
 
 
 def test_dlfp_activity_counts_steps_the_cap_bound_below_stocks_budget() -> None:

@@ -11,11 +11,12 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlfp.control.signals import StepRecord
+from dlfp.control.signals import COLLECT, EXEC_DONE, StepRecord, StepTracker
 from dlfp.control.steplog import FLUSH_AFTER_S, FLUSH_EVERY, StepLog, read_step_log
 
 LONG_AGO = -1.0e9
@@ -90,7 +91,34 @@ def test_records_read_back_identically(tmp_path: Path) -> None:
     [(header, rows)] = list(read_step_log(path))
     assert header == {"t0": 12.5}
     assert rows == [asdict(r) for r in written]
-    assert set(rows[0]) == set(asdict(written[0]))  # every field, exec_done_t included
+    assert set(rows[0]) == set(asdict(written[0]))  # every field, exec_done_t and complete_source included
+
+
+def test_each_step_logs_which_completion_time_the_signal_took(tmp_path: Path) -> None:
+    """``complete_source``: "exec_done" where the executor's stamp was used, "collect" where the collect
+    time stood in (no stamp), null for a step still pending at shutdown; into steps.parquet as a column."""
+    path = tmp_path / "steps.jsonl"
+    tracker, log = StepTracker("completion"), StepLog(path, header={})
+    stamped, unstamped, pending = rec(0, 0.0, None), rec(1, 0.01, None), rec(2, 0.02, None)
+    stamped.exec_done_t = 0.015
+    for r in (stamped, unstamped):
+        tracker.completed(r, r.schedule_t + 0.02)
+        log.add(r)
+    log.close([pending])
+    [(_, rows)] = list(read_step_log(path))
+    assert [r["complete_source"] for r in rows] == [EXEC_DONE, COLLECT, None]
+    assert [r["exec_done_t"] for r in rows] == [0.015, None, None]
+    steps = pd.DataFrame(rows)  # what the harness turns into steps.parquet
+    assert steps.complete_source.tolist()[:2] == [EXEC_DONE, COLLECT] and steps.complete_source.isna().tolist()[2]
+
+
+def test_a_log_from_before_complete_source_reads_back_without_it(tmp_path: Path) -> None:
+    """Older engines wrote records without ``complete_source`` (or ``exec_done_t``): read as written."""
+    path = tmp_path / "steps.jsonl"
+    old = {k: v for k, v in asdict(rec(0)).items() if k not in ("complete_source", "exec_done_t")}
+    path.write_text(json.dumps({"header": {"run": 0}}) + "\n" + json.dumps(old) + "\n", encoding="utf-8")
+    [(header, rows)] = list(read_step_log(path))
+    assert header == {"run": 0} and rows == [old] and "complete_source" not in pd.DataFrame(rows)
 
 
 FINITE = st.floats(allow_nan=False, allow_infinity=False)
@@ -99,7 +127,7 @@ RECORDS = st.builds(
     StepRecord, step=st.integers(0, 2 ** 40), schedule_t=FINITE, complete_t=OPT,
     prefill_tokens=st.integers(0, 1 << 20), decode_reqs=st.integers(0, 4096), total_tokens=st.integers(0, 1 << 21),
     cap=st.none() | st.integers(1, 1 << 20), signal_s=OPT, guarded=st.booleans(), target_s=FINITE, chunk=FINITE,
-    exec_done_t=OPT)
+    exec_done_t=OPT, complete_source=st.sampled_from([None, EXEC_DONE, COLLECT]))
 
 
 @settings(max_examples=60, deadline=None)

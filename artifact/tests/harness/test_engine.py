@@ -1,26 +1,34 @@
 """GPU engine settings: validated by the trial config parser, turned into vLLM engine arguments.
 
-Fast tests need no vLLM import. The slow one runs tensor parallelism 2 for real on vLLM's CPU
-build (two worker processes, one core each, through the stamped multiprocess executor).
+Fast tests need no vLLM import; the GPU memory check runs against a fake NVML (no GPU here). The
+slow one runs tensor parallelism 2 for real on vLLM's CPU build (two worker processes, one core
+each, through the stamped multiprocess executor).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dlfp.harness import engine as engine_module
 from dlfp.harness.engine import (
     MODELED,
     TIMED_MP,
     TIMED_UNI,
     EngineSpec,
     cpu_build,
+    cpu_environment,
     engine_kwargs,
     executor_backend,
+    memory_shortfall,
     omp_bind,
+    start_engine,
 )
 from dlfp.paths import CONFIG_ROOT, model_path, weight_files
 from dlfp.trials.config import parse_config
@@ -142,3 +150,96 @@ def test_omp_bind_gives_each_rank_its_cores(cores: int, tp: int, bind: str) -> N
 def test_omp_bind_refuses_more_ranks_than_cores() -> None:
     with pytest.raises(ValueError, match=r"'engine\.tensor_parallel_size'"):
         omp_bind(1, 2)
+
+
+@pytest.fixture
+def restored_environ() -> Iterator[None]:
+    """``start_engine`` writes the engine's environment into this process's: put it back afterwards."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def test_engines_number_gpus_as_nvml_does_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    assert cpu_environment(1)["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    assert "CUDA_DEVICE_ORDER" not in cpu_environment(1)  # the user's order stands (and is recorded)
+
+
+def test_engine_warnings_reach_the_engine_log_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """WARNING, not ERROR: vLLM says so when it turns async scheduling off, and that must be in the log."""
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    assert cpu_environment(1)["VLLM_LOGGING_LEVEL"] == "WARNING"
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "DEBUG")
+    assert "VLLM_LOGGING_LEVEL" not in cpu_environment(1)
+
+
+def test_memory_shortfall_names_both_numbers_and_the_fix() -> None:
+    fits = [("cuda:0 (NVML GPU 0)", 79.0, 80.0)]
+    assert memory_shortfall(0.9, fits) is None and memory_shortfall(0.9, []) is None
+    why = memory_shortfall(0.9, [*fits, ("cuda:1 (NVML GPU 3)", 40.5, 80.0)])
+    assert why is not None and "cuda:0" not in why
+    assert "cuda:1 (NVML GPU 3): 40.5 GiB free of 80.0 GiB, 0.9 x 80.0 = 72.0 GiB requested" in why
+    assert "Lower engine.gpu_memory_utilization in the config" in why and "overrides" in why
+    assert "to at most 0.50 (free / total), or free the GPU" in why
+
+
+class FakeNVMLError(Exception):
+    pass
+
+
+def fake_nvml(free_gib: float, total_gib: float = 80.0) -> Any:
+    """One GPU with ``free_gib`` of ``total_gib`` free, as ``pynvml`` reports it."""
+    from types import ModuleType, SimpleNamespace
+
+    m = ModuleType("pynvml")
+    m.nvmlInit = m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetCount = lambda: 1
+
+    def handle(i: int) -> str:
+        if i != 0:
+            raise FakeNVMLError(f"invalid index {i}")
+        return "h0"
+
+    m.nvmlDeviceGetHandleByIndex = handle
+    m.nvmlDeviceGetUUID = lambda h: "GPU-aaaa-0"
+    m.nvmlDeviceGetMemoryInfo = lambda h: SimpleNamespace(free=free_gib * 2**30, total=total_gib * 2**30,
+                                                          used=(total_gib - free_gib) * 2**30)
+    return m
+
+
+@pytest.mark.usefixtures("restored_environ")
+@pytest.mark.parametrize(("free_gib", "refused"), [(30.0, True), (79.0, False)])
+def test_a_gpu_engine_that_would_not_fit_is_refused_before_it_loads(
+        monkeypatch: pytest.MonkeyPatch, free_gib: float, refused: bool) -> None:
+    """A GPU another process half fills: refused at once with the numbers, before vLLM is imported
+    (here an import of vLLM fails, so reaching it means the check let the engine start)."""
+    monkeypatch.setattr(engine_module, "cpu_build", lambda: False)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(free_gib))
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    spec = EngineSpec(gpu_memory_utilization=0.9)
+    if refused:
+        with pytest.raises(ValueError, match=r"30\.0 GiB free of 80\.0 GiB, 0\.9 x 80\.0 = 72\.0 GiB requested.*"
+                                             r"at most 0\.37 \(free / total\)"):
+            start_engine(spec)
+    else:
+        with pytest.raises(ImportError):
+            start_engine(spec)
+    assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+@pytest.mark.usefixtures("restored_environ")
+@pytest.mark.parametrize("spec", [EngineSpec(), EngineSpec(sim={"profile": "a100"})], ids=["cpu-build", "modeled"])
+def test_engines_that_take_no_gpu_memory_are_not_checked(monkeypatch: pytest.MonkeyPatch, spec: EngineSpec) -> None:
+    """The CPU build (no NVML, or NVML of a GPU it will not use) and a modeled accelerator skip the check."""
+    def no_check(tp: int) -> list[Any]:
+        raise AssertionError("GPU memory read for an engine that uses no GPU")
+
+    monkeypatch.setattr("dlfp.harness.telemetry.gpu_memory", no_check)
+    monkeypatch.setattr(engine_module, "cpu_build", lambda: spec.sim is None)  # the modeled one: a GPU build
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ImportError):
+        start_engine(spec)

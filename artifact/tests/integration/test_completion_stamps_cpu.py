@@ -57,6 +57,7 @@ def test_uniproc_cpu_engine_stamps_every_step(engine_env: None, tmp_path: Path) 
     assert header["async_scheduling"] is False and header["scheduler"] == "DLFPScheduler"
     assert rows and all(r["exec_done_t"] is not None for r in rows)
     assert all(r["schedule_t"] < r["exec_done_t"] <= r["complete_t"] for r in rows)
+    assert all(r["complete_source"] == "exec_done" for r in rows)  # the controller was fed the stamps
     lag = statistics.median(r["complete_t"] - r["exec_done_t"] for r in rows)
     assert lag < 0.01, f"sync: update_from_output follows the output at once, median lag {lag * 1e3:.2f} ms"
 
@@ -77,6 +78,7 @@ def test_async_engine_stamps_outputs_as_they_appear(engine_env: None, tmp_path: 
     assert header["scheduler"] == "DLFPAsyncScheduler" and header["async_scheduling"] is True
     modeled = [s for s in executor.timeline if s.tokens > 0]
     assert len(modeled) == len(rows) and all(r["exec_done_t"] is not None for r in rows)
+    assert all(r["complete_source"] == "exec_done" for r in rows)
     error = [abs(r["exec_done_t"] - s.done_t) for r, s in zip(rows, modeled, strict=True)]
     assert statistics.median(error) < 2e-3, f"stamp vs modeled completion: median {statistics.median(error):.4f} s"
     ahead = sum(b["schedule_t"] < a["exec_done_t"] for a, b in pairwise(rows))

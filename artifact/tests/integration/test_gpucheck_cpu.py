@@ -33,6 +33,7 @@ def test_cpu_dry_run_end_to_end(tmp_path: Path) -> None:
     assert row["status"] == "complete" and row["measured on"].endswith("vLLM 0.32.0+cpu")
     assert 0 <= row["proxy error DLFP"] < 0.5  # synchronous CPU engine: the proxy is nearly exact
     assert row["scheduled ahead (%)"] == 0.0
+    assert row["completion stamps (%)"] == 100  # the proxy error is computed on the executor's stamps
     run = out / "qwen3-tiny-tp1"
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "complete" and "design" in manifest

@@ -1,18 +1,20 @@
-"""GPU calibration: the fit recovers known efficiencies, a CPU dry run writes a valid profile,
-and bad arguments stop before any work.
+"""GPU calibration's own logic: the busy-time union, the ``--max-seconds`` budget (on a fake clock,
+with fake cases), the preflight, and bad arguments stopping before any work. The real CPU dry run,
+end to end with only the bare-node packages present, is ``test_gpucal_bare.py``.
 """
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 import torch
 import yaml
 
-from dlfp.sim.costmodel import load_profile
-from dlfp.sim.gpucal import busy_seconds, main
+from dlfp.paths import model_path
+from dlfp.sim import gpucal
+from dlfp.sim.costmodel import ModelShape, load_profile, step_time
+from dlfp.sim.gpucal import CASES, Budget, busy_seconds, main
 
 torch.set_num_threads(1)  # the tests share two cores with timing-sensitive runs
 
@@ -22,31 +24,85 @@ def test_busy_seconds_counts_overlaps_once() -> None:
     assert busy_seconds([(5, 7), (0, 2), (1, 3), (10, 11), (6, 6.5)]) == pytest.approx(3 + 2 + 1)
 
 
-def test_cpu_dry_run_writes_a_loadable_measured_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "cpu.yaml"
-    start = time.perf_counter()
-    code = main(["--base", "a100", "--device", "cpu", "--dtype", "float32", "--models", "qwen3-tiny", "--quick",
-                 "--repeats", "3", "--out", str(out)])
-    assert code == 0 and time.perf_counter() - start < 60
-    profile = load_profile(out)
-    assert profile.name == "a100-measured" and profile.device.startswith("CPU")
+class FakeClock:
+    """Monotonic seconds that advance only when a fake case runs."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_budget_refuses_what_the_longest_case_would_carry_past_the_deadline(monkeypatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(gpucal, "_clock", clock)
+    budget = Budget(deadline=1030.0)
+    assert budget.allows("first")
+    budget.spent(10.0)
+    clock.now = 1019.0
+    assert budget.allows("second")  # 1019 + 10 <= 1030
+    clock.now = 1021.0
+    assert not budget.allows("third") and budget.stopped_before == "third"
+    clock.now = 0.0
+    assert not budget.allows("fourth") and budget.stopped_before == "third"  # once stopped, stays stopped
+    assert Budget().allows("anything")  # no deadline
+
+
+def fake_measurements(monkeypatch, seconds_per_case: float) -> FakeClock:
+    """Cases that take ``seconds_per_case`` on a fake clock and time as the a100 profile at a fifth of
+    its memory efficiency: the budget logic without building a model."""
+    clock = FakeClock()
+    monkeypatch.setattr(gpucal, "_clock", clock)
+    monkeypatch.setattr(gpucal, "_build_model", lambda name, device, dtype: torch.nn.Module())
+    truth = replace(load_profile("a100"), memory_efficiency=0.16)
+    shape = ModelShape.from_dir(model_path("qwen3-tiny"))
+
+    def time_case(model, case, device, repeats, busy):
+        clock.now += seconds_per_case
+        t = step_time(shape, truth, case.batch, dtype_bytes=4).gpu_s
+        return t, t
+
+    monkeypatch.setattr(gpucal, "_time_case", time_case)
+    return clock
+
+
+def test_max_seconds_stops_measuring_and_fits_what_it_has(tmp_path, monkeypatch, capsys) -> None:
+    fake_measurements(monkeypatch, seconds_per_case=10.0)
+    out = tmp_path / "cut.yaml"
+    argv = ["--base", "a100", "--device", "cpu", "--dtype", "float32", "--models", "qwen3-tiny,qwen3-mini",
+            "--quick", "--max-seconds", "45", "--out", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "[5/5] qwen3-tiny decode R=4 c=32: --max-seconds budget spent" in err
+    cut = "measuring stopped by --max-seconds 45 before qwen3-tiny decode R=4 c=32: 4 of 10 cases measured"
+    assert cut in err
     raw = yaml.safe_load(out.read_text())
-    sources = {"matmul_efficiency": raw["compute"]["matmul_efficiency"]["source"],
-               "attention_efficiency": raw["compute"]["attention_efficiency"]["source"],
-               "memory_efficiency": raw["memory"]["efficiency"]["source"]}
-    measured = [f for f, s in sources.items() if s == "measured"]
-    assert measured, sources
-    kept_line = " ".join(r for r in raw["references"] if "kept from it" in r)
-    for factor in set(sources) - set(measured):  # on a CPU no sample may determine some factors: named
-        assert factor in kept_line
-    references = "\n".join(raw["references"])
-    assert raw["compute"]["peak_tflops"] == {"value": 312, "source": "public spec"}
-    assert raw["host"]["step_fixed_us"]["source"] == "assumed"
-    assert "qwen3-tiny" in references and f"torch {torch.__version__}" in references
-    assert "leave-one-out" in references and "dlfp.sim.gpucal" in references
-    header = out.read_text().split("\nname:")[0]
-    assert header.count("qwen3-tiny ") == 5  # one table row per quick case
-    assert "[5/5] qwen3-tiny" in capsys.readouterr().err
+    assert f"Incomplete: {cut}" in raw["references"]
+    assert raw["memory"]["efficiency"] == {"value": pytest.approx(0.16, rel=1e-3), "source": "measured"}
+    assert any(r.startswith("Command: python -m dlfp.sim.gpucal --base a100 ") and r.endswith("(measuring took 40 s)")
+               for r in raw["references"])
+    assert "qwen3-mini: building" not in err  # the budget was spent before the second model
+
+
+def test_a_budget_too_short_to_fit_exits_1_and_writes_nothing(tmp_path, monkeypatch, capsys) -> None:
+    fake_measurements(monkeypatch, seconds_per_case=10.0)
+    out = tmp_path / "none.yaml"
+    argv = ["--base", "a100", "--device", "cpu", "--models", "qwen3-tiny", "--quick", "--max-seconds", "25",
+            "--out", str(out)]
+    assert main(argv) == 1
+    assert "cannot fit: need more than 3 samples" in capsys.readouterr().err and not out.exists()
+
+
+def test_preflight_accepts_this_transformers() -> None:
+    assert gpucal._preflight(torch.device("cpu"), "wall") is None
+
+
+def test_cases_interleave_regimes_so_any_prefix_spans_them() -> None:
+    assert len(CASES) == len(set(CASES)) == 16
+    first = CASES[:4]
+    assert {(c.new > 1, c.context > 0 and c.new > 1, c.new == 1) for c in first} == {
+        (True, False, False), (True, True, False), (False, False, True)}
 
 
 @pytest.mark.parametrize(("args", "message"), [

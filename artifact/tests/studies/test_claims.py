@@ -147,18 +147,18 @@ def meets(n: dict[str, float], expect: dict[str, Any]) -> bool:
 
 # claim_runs: the mapping the chapter builds
 
-def test_claim_runs_maps_the_notebooks_roots(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_claim_runs_maps_the_notebooks_roots(monkeypatch: pytest.MonkeyPatch, paired_run: RunData) -> None:
     monkeypatch.setattr(claims_mod, "load_run", lambda path: Path(path))  # names only: nothing is read
-    runs = claim_runs("paired-run", PARAMS["gpu_run_dir"], REPO_ROOT / PARAMS["modeled_root"],
+    runs = claim_runs(paired_run, PARAMS["gpu_run_dir"], REPO_ROOT / PARAMS["modeled_root"],
                       REPO_ROOT / PARAMS["baselines_root"])
     modeled = run_folders([REPO_ROOT / PARAMS["modeled_root"]])
     baselines = run_folders([REPO_ROOT / PARAMS["baselines_root"]])
-    assert runs == {"paired": "paired-run", "gpu": None, **{f"modeled:{d.name}": d for d in modeled},
+    assert runs == {"paired": paired_run, "gpu": None, **{f"modeled:{d.name}": d for d in modeled},
                     **{f"baselines:{d.name}": d for d in baselines}}
     assert PARAMS["gpu_run_dir"] == ""  # no GPU run is committed: the gpu rows cannot be tested
     assert {row["run"] for row in ROWS} - set(runs) == set()  # every named run exists (gpu: as None)
-    assert claim_runs("p", "some/gpu/run", "no/such/root", "no/such/root") == {"paired": "p",
-                                                                               "gpu": Path("some/gpu/run")}
+    assert claim_runs(paired_run, "some/gpu/run", "no/such/root", "no/such/root") == {
+        "paired": paired_run, "gpu": Path("some/gpu/run")}
 
 
 # evaluate: the committed claims against the committed runs
@@ -401,3 +401,56 @@ def test_evaluate_computes_each_runs_rows_once(monkeypatch: pytest.MonkeyPatch, 
                                      for v in ("failures", "slo_change_abs", "ttft_worst_over_slo")])
     assert len(evaluate({"paired": paired_run}, claims)) == 3
     assert calls == [paired_run.path]
+
+
+# The gpu slot: a GPU paired run is the gpu source, judged only on the paper's setting
+
+A100 = {"index": 0, "uuid": "GPU-0", "name": "NVIDIA A100-SXM4-80GB", "memory_gib": 79.2, "driver": "580"}
+
+
+def as_gpu_run(run: RunData, gpu: dict[str, Any] = A100, model: str = "qwen3-0.6b",
+               dtype: str = "bfloat16") -> RunData:
+    """``run`` as if measured on a GPU: the manifest fields a GPU run records, and the paper's model."""
+    manifest = copy.deepcopy(run.manifest)
+    manifest["versions"]["vllm"] = "0.32.0"
+    manifest["hardware"].update(gpus=[gpu], visible_gpus=[0])
+    engine = dataclasses.replace(run.config.engine, model=model, dtype=dtype)
+    return dataclasses.replace(run, manifest=manifest, config=dataclasses.replace(run.config, engine=engine))
+
+
+def test_a_gpu_paired_run_is_the_gpu_source(paired_run: RunData, tmp_path: Path) -> None:
+    gpu = as_gpu_run(paired_run)
+    runs = claim_runs(gpu, "", tmp_path / "none", tmp_path / "none")
+    assert runs == {"paired": None, "gpu": gpu}  # no CPU paired run is rendered: its rows say so
+    assert claim_runs(paired_run, "", tmp_path / "none", tmp_path / "none") == {"paired": paired_run, "gpu": None}
+
+
+def test_the_gpu_rows_are_judged_on_the_papers_setting_only(paired_run: RunData, tmp_path: Path) -> None:
+    gpu_rows = [i for i, r in enumerate(ROWS) if r["run"] == "gpu"]
+    judged = evaluate(claim_runs(as_gpu_run(paired_run), "", tmp_path / "none", tmp_path / "none"))
+    assert not any(v.startswith("not testable here") for v in judged.verdict.iloc[gpu_rows])
+    assert (judged.evidence.iloc[gpu_rows] == EVIDENCE[1]).all()
+    assert (judged.source.iloc[gpu_rows] == "measured: 1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0").all()
+    paired_rows = [i for i, r in enumerate(ROWS) if r["run"] == "paired"]
+    assert (judged.verdict.iloc[paired_rows] == "not testable here").all()
+    h200 = {**A100, "name": "NVIDIA H200", "memory_gib": 139.8}
+    other = evaluate({"gpu": as_gpu_run(paired_run, gpu=h200, model="qwen3-8b")})
+    want = ("not testable here (different setting: model qwen3-8b instead of qwen3-0.6b; GPU NVIDIA H200, 140 GiB "
+            "instead of A100 with at least 70 GiB)")
+    assert (other.verdict.iloc[gpu_rows] == want).all()
+    small = evaluate({"gpu": as_gpu_run(paired_run, gpu={**A100, "name": "NVIDIA A100-SXM4-40GB", "memory_gib": 39.4},
+                                        dtype="float16")})
+    assert small.verdict.iloc[gpu_rows[0]] == (
+        "not testable here (different setting: dtype float16 instead of bfloat16; GPU NVIDIA A100-SXM4-40GB, 39 GiB "
+        "instead of A100 with at least 70 GiB)")
+
+
+def test_a_model_is_named_alike_by_hub_id_path_or_name() -> None:
+    assert {claims_mod._model_name(m) for m in ("Qwen/Qwen3-0.6B", "/ckpt/Qwen3-0.6B/", "qwen3-0.6b")} == {"qwen3-0.6b"}
+
+
+def test_the_setting_is_validated(tmp_path: Path) -> None:
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"setting": {"model": "x"}, "claims": DECLARED}), encoding="utf-8")
+    with pytest.raises(ValueError, match="setting"):
+        load_claims(path)

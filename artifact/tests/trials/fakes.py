@@ -41,8 +41,11 @@ class FakeArms:
                               "token_id": 7} for r in requests for i in range(r.output_len)])
         steps = pd.DataFrame({"step": [0], "schedule_t": [0.0], "complete_t": [0.01]})
         tele = pd.DataFrame({"t_s": [0.0], "source": ["cpu"], "metric": ["util_pct"], "value": [50.0]})
-        return ArmResult(TrialTrace(reqs, toks, 0.0, [0.0] * len(requests)), steps, tele)
+        return ArmResult(TrialTrace(reqs, toks, 0.0, [0.0] * len(requests)), steps, tele, dict(RAN))
 
+
+RAN = {"scheduler": "DLFPScheduler", "async_scheduling": False, "executor": "fake"}
+"""What the fake engine reports it ran (``dlfp.harness.arm.RAN``)."""
 
 CPU_LIKE = Measured(decode_s=0.010, prefill_fixed_s=0.005, prefill_per_token_s=1e-4, decoders=4, source="fake")
 """A pre-flight result like the 2-core CPU engine's, so the scaled design derives without refusal."""

@@ -14,7 +14,7 @@ import pytest
 from dlfp import paths
 from dlfp.trials import runfolder, runner
 from dlfp.trials.config import parse_config
-from tests.trials.fakes import CONFIG, manifest
+from tests.trials.fakes import CONFIG, RAN, manifest
 
 
 def test_complete_run_layout_and_arm_order(tmp_path, fake) -> None:
@@ -29,6 +29,7 @@ def test_complete_run_layout_and_arm_order(tmp_path, fake) -> None:
     assert set(m["workloads"]) == {"trial-0/workload.parquet", "trial-1/workload.parquet"}
     assert m["versions"]["vllm"] and m["hardware"]["cpu_logical_cores"]
     assert not list(out.rglob("*.partial")) and not list(out.rglob("steps.jsonl"))
+    assert all(u["ran"] == RAN for u in m["units"])  # what each engine reports it ran, per unit
 
 
 def test_interrupt_keeps_finished_units_and_resumes(tmp_path, fake) -> None:

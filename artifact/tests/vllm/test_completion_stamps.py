@@ -132,3 +132,32 @@ def test_stamp_helpers() -> None:
     stamp(s, 12.5)
     assert exec_done_t(s) == 12.5
     stamp(None)  # nothing to stamp: no error
+
+
+def test_the_completion_signal_takes_the_stamp_not_the_late_collection() -> None:
+    """Async: two outputs appear 50 ms apart on the device; the engine core collects them late and
+    together. The completion signal (the scheduler copies each stamp into its step record before the
+    tracker sees it) measures the outputs' cadence, not the collections'."""
+    from dlfp.control.signals import EXEC_DONE, StepRecord, StepTracker
+
+    ex = Timed("later", delay_s=0.05)
+    tracker = StepTracker("completion")
+    outs = [step(), step()]
+    futures, records = [], []
+    for i, s in enumerate(outs):
+        records.append(StepRecord(step=i, schedule_t=time.monotonic(), complete_t=None, prefill_tokens=64,
+                                  decode_reqs=4, total_tokens=68, cap=None, signal_s=None, guarded=False,
+                                  target_s=0.05, chunk=64.0))
+        ex.execute_model(s)
+        futures.append(ex.sample_tokens(None, non_block=True))
+        futures[-1].result()  # the device runs one step at a time: the next starts after this output
+    time.sleep(0.2)  # the engine core gets round to collecting both only now
+    for s, r, f in zip(outs, records, futures, strict=True):
+        f.result()
+        r.exec_done_t = exec_done_t(s)
+        tracker.completed(r, time.monotonic())
+    assert [r.complete_source for r in records] == [EXEC_DONE, EXEC_DONE]
+    obs = tracker.observe(time.monotonic(), True)
+    assert obs is not None and obs.interval_s == pytest.approx(ex.ready_t[1] - ex.ready_t[0], abs=0.02)
+    assert obs.interval_s > 0.03 > records[1].complete_t - records[0].complete_t  # collections: back to back
+    ex.shutdown()

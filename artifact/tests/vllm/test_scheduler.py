@@ -7,14 +7,20 @@ off in a real engine; the sync variant is also run in a real engine in
 
 from __future__ import annotations
 
+import math
+import time
+from typing import Any
+
 import pytest
 
 pytest.importorskip("vllm")
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from dlfp.control.params import DLFPConfigError
+from dlfp.control.signals import COLLECT, EXEC_DONE
 from dlfp.vllm import DLFPAsyncScheduler, DLFPScheduler
 from dlfp.vllm.direct import make_request, make_scheduler, run_to_completion
 
@@ -161,3 +167,80 @@ def test_target_from_the_decode_step_is_measured_online() -> None:
     assert measured is not None and measured > 0
     assert s._target_s() == pytest.approx(3.0 * measured)
     assert s._target_s() != s.dlfp_params.target_interval_s
+
+
+def drive_stamped(s: Any, arrivals: dict[int, list], stamp_of: Any) -> list[SchedulerOutput]:
+    """The synchronous engine loop of ``run_to_completion``, with a stamp put on each step's output the
+    way ``dlfp.vllm.completion_stamps`` does, by ``stamp_of(index, output)`` (None: leave it unstamped)."""
+    from dlfp.vllm.completion_stamps import stamp
+    from dlfp.vllm.direct import fabricate_output
+
+    outputs: list[SchedulerOutput] = []
+    for i in range(100000):
+        for r in arrivals.pop(i, ()):
+            s.add_request(r)
+        if not (arrivals or s.has_requests()):
+            return outputs
+        out = s.schedule()
+        outputs.append(out)
+        produced = fabricate_output(s, out)
+        t = stamp_of(len(outputs) - 1, out)
+        if t is not None:
+            stamp(out, t)
+        s.update_from_output(out, produced)
+    raise RuntimeError("unfinished")
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_the_completion_signal_runs_on_the_executors_stamps(tmp_path, stamped: bool) -> None:
+    """Each step's stamp (taken just before the output is handed back, as the stamped executors do)
+    is what the completion signal's cadence is made of, and the log says so per step; an unstamped
+    executor (stock, or the CPU engine without stamps) falls back to the collect time."""
+    from dlfp.control.steplog import read_step_log
+
+    log = tmp_path / "steps.jsonl"
+    s = make_scheduler(DLFPScheduler, async_scheduling=False,
+                       dlfp={**DLFP, "signal": "completion", "step_log": str(log)})
+    stamps: list[float] = []
+
+    def stamp_of(i: int, out: SchedulerOutput) -> float | None:
+        if not stamped or i == 7:  # step 7: a step whose stamp is missing
+            stamps.append(math.nan)
+            return None
+        stamps.append(time.monotonic())
+        return stamps[-1]
+
+    drive_stamped(s, workload(), stamp_of)
+    s.shutdown()
+    [(_, rows)] = list(read_step_log(log))
+    sources = [r["complete_source"] for r in rows]
+    if stamped:
+        assert sources[7] == COLLECT and set(sources[:7] + sources[8:]) == {EXEC_DONE}
+        assert all(r["exec_done_t"] == t for r, t in zip(rows, stamps, strict=True) if not math.isnan(t))
+    else:
+        assert set(sources) == {COLLECT} and all(r["exec_done_t"] is None for r in rows)
+    done = [r["exec_done_t"] if r["complete_source"] == EXEC_DONE else r["complete_t"] for r in rows]
+    # The signal at call j is the cadence of step j-1 (sync: completed before call j): c_(j-1) - c_(j-2).
+    fed = [(r["signal_s"], done[j - 1] - done[j - 2]) for j, r in enumerate(rows) if j >= 2]
+    assert fed and all(got == pytest.approx(want, abs=1e-12) for got, want in fed)
+    if stamped:  # the stamps really differ from the collect times, so the check above tells them apart
+        assert all(r["exec_done_t"] < r["complete_t"] for r in rows if r["exec_done_t"] is not None)
+
+
+def test_a_stale_stamp_is_not_fed_to_the_controller() -> None:
+    """A stamp before its step was scheduled (a mispaired or reused one) gives way to the collect time."""
+    s = make_scheduler(DLFPScheduler, async_scheduling=False, dlfp={**DLFP, "signal": "completion"})
+    drive_stamped(s, workload(), lambda i, out: 0.0)
+    assert s._tracker._last_completed.complete_source == COLLECT
+    assert s._tracker._cadence is not None and s._tracker._cadence > 0
+
+
+def test_the_step_log_names_the_executor_as_configured() -> None:
+    """What ran is recorded (issue 19): a class by its qualified name, a name or path as given."""
+    from dlfp.vllm.executors import TimedUniProcExecutor
+    from dlfp.vllm.scheduler import executor_name
+
+    assert executor_name(TimedUniProcExecutor) == "dlfp.vllm.executors.TimedUniProcExecutor"
+    assert executor_name("mp") == "mp" and executor_name("dlfp.sim.executor.ModeledExecutor") == \
+        "dlfp.sim.executor.ModeledExecutor"
+    assert executor_name(None) == "default"
