@@ -12,7 +12,13 @@ drawn element by element in request order. Consequences, relied on by the sweeps
 * changing ``rate_rps`` scales every arrival instant by the same factor and changes nothing
   else, so a rate sweep uses common random numbers;
 * changing class weights changes which class each request gets, but a request's length for a
-  given class stays the same; token ids then shift (they are one stream cut by prompt length).
+  given class stays the same; token ids then shift (they are one stream cut by prompt length);
+* changing the arrival process (``arrival``: Poisson, or gamma gaps of a burstiness) changes the
+  arrival instants only.
+
+Workloads written before ``arrival`` existed are Poisson and draw exactly as they did: the same
+calls on the same streams in the same order, so a committed run's workload regenerates to the
+same bytes (tested against ``data/runs``). Lengths are :mod:`dlfp.harness.lengths`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-LENGTH_KINDS = ("fixed", "uniform", "lognormal")
-MAX_LEN = 1 << 20
-"""Largest token length a distribution may produce; guards against typos that eat memory."""
+from dlfp.harness.lengths import LengthDist, bad, check_int, check_keys, check_positive, is_number
 
 MAX_REQUESTS = 1_000_000
 """Most requests one workload may hold: a typo must not exhaust memory after the pre-flight."""
@@ -40,6 +44,11 @@ MAX_REQUESTS = 1_000_000
 MIN_TOKEN_ID = 10
 """Prompt token ids are drawn from [MIN_TOKEN_ID, vocab_size - 1): low ids are usually special
 tokens (BOS, EOS, padding) and the last id is sometimes reserved, so both ends are avoided."""
+
+ARRIVAL_KINDS = ("poisson", "gamma")
+BURSTINESS_RANGE = (1e-3, 1e3)
+"""Allowed gamma shapes. Below, most gaps underflow to 0 s and the run is a handful of
+simultaneous bursts; above, the gaps are a clock to within 3 %: a typo either way, not a workload."""
 
 _MIN_RATE = 1e-6
 """Lowest arrival rate (req/s; one request in ~12 days); also keeps every arrival instant finite."""
@@ -60,111 +69,56 @@ _SCHEMA = pa.schema([
 ])
 
 
-def _bad(name: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"{name}={value!r} is invalid; allowed: {allowed}")
-
-
-def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
-    allowed = f"integer >= {lo}" if hi is None else f"integer in [{lo}, {hi}]"
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise _bad(name, value, allowed)
-    if value < lo or (hi is not None and value > hi):
-        raise _bad(name, value, allowed)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-def _check_positive(name: str, value: Any) -> None:
-    if not (_is_number(value) and math.isfinite(value) and value > 0):
-        raise _bad(name, value, "finite number > 0")
-
-
-def _check_keys(where: str, raw: Any, required: Iterable[str],
-                optional: Iterable[str] = ()) -> None:
-    """Refuse non-mappings, unknown keys and missing keys, naming them."""
-    req, known = set(required), set(required) | set(optional)
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where} must be a mapping, got {raw!r}")
-    unknown = sorted(set(raw) - known, key=str)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
-    missing = sorted(req - set(raw))
-    if missing:
-        raise ValueError(f"{where}: missing key(s) {missing}")
-
-
-_BOUND_NAMES = {"fixed": ("fixed", "fixed"), "uniform": ("uniform[0]", "uniform[1]"),
-                "lognormal": ("min", "max")}
-"""How each kind spells its bounds in a spec, so errors use the name the user wrote."""
-
-
 @dataclass(frozen=True, slots=True)
-class LengthDist:
-    """A token-length distribution over the integers [lo, hi] (``fixed``: lo == hi).
+class Arrival:
+    """How the gaps between arrivals are drawn: ``poisson`` (exponential gaps, the default) or
+    ``gamma`` with a ``burstiness`` shape, as ``vllm bench serve --burstiness`` defines it.
 
-    ``lognormal`` draws exp(N(log median, sigma)), rounds to the nearest integer and clips to
-    [lo, hi], so the bounds hold for every draw, not just most of them.
+    vLLM's benchmark client (vllm/benchmarks/serve.py, ``get_request``) draws each gap from a
+    gamma distribution of shape ``burstiness`` and scale 1 / (rate x burstiness): the mean gap is
+    1 / rate whatever the shape, burstiness 1 is the exponential (a Poisson process), below 1 the
+    gaps' coefficient of variation 1 / sqrt(burstiness) exceeds 1 (bursts and lulls), above 1 the
+    arrivals approach a clock. numpy draws a gamma of shape 1 as an exponential, so
+    ``{kind: gamma, burstiness: 1}`` gives the Poisson arrivals themselves.
+
+    One difference from vLLM: its client then rescales all instants so the last one lands at
+    n / rate. That would make every arrival depend on ``n_requests``, and a longer run would no
+    longer extend a shorter one; here the instants are the gaps' cumulative sum, as for Poisson.
     """
 
-    kind: str
-    lo: int
-    hi: int
-    median: float = 0.0
-    sigma: float = 0.0
+    kind: str = "poisson"
+    burstiness: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.kind not in LENGTH_KINDS:
-            raise _bad("kind", self.kind, " or ".join(LENGTH_KINDS))
-        lo_name, hi_name = _BOUND_NAMES[self.kind]
-        _check_int(lo_name, self.lo, 1, MAX_LEN)
-        _check_int(hi_name, self.hi, 1, MAX_LEN)
-        if self.hi < self.lo:
-            raise _bad(f"{lo_name}, {hi_name}", (self.lo, self.hi), f"{lo_name} <= {hi_name}")
-        if self.kind == "fixed" and self.hi != self.lo:
-            raise _bad("hi", self.hi, f"equal to lo={self.lo} for a fixed length")
-        if self.kind == "lognormal":
-            if not (_is_number(self.median) and self.lo <= self.median <= self.hi):
-                raise _bad("median", self.median, f"number in [min, max] = [{self.lo}, {self.hi}]")
-            if not (_is_number(self.sigma) and math.isfinite(self.sigma) and self.sigma >= 0):
-                raise _bad("sigma", self.sigma, "finite number >= 0")
+        if self.kind not in ARRIVAL_KINDS:
+            raise bad("kind", self.kind, " or ".join(ARRIVAL_KINDS))
+        lo, hi = BURSTINESS_RANGE
+        if self.kind == "poisson" and self.burstiness != 1.0:
+            raise bad("burstiness", self.burstiness, "1 for kind poisson (use kind gamma for another shape)")
+        if not (is_number(self.burstiness) and lo <= self.burstiness <= hi):
+            raise bad("burstiness", self.burstiness, f"number in [{lo:g}, {hi:g}] (1: Poisson, < 1: burstier)")
 
     @classmethod
-    def parse(cls, value: Any, where: str = "length") -> LengthDist:
-        """Parse ``128``, ``{"fixed": 128}``, ``{"uniform": [lo, hi]}`` or
-        ``{"lognormal": {"median": m, "sigma": s, "min": a, "max": b}}``."""
+    def parse(cls, raw: Any, where: str = "arrival") -> Arrival:
+        """Parse ``None`` (Poisson), ``{kind: poisson}`` or ``{kind: gamma, burstiness: b}``."""
+        if raw is None:
+            return cls()
+        check_keys(where, raw, ("kind",), ("burstiness",))
+        if raw["kind"] == "gamma" and "burstiness" not in raw:
+            raise ValueError(f"{where}: missing key(s) ['burstiness'] for kind gamma")
+        if raw["kind"] == "poisson" and "burstiness" in raw:
+            raise ValueError(f"{where}: burstiness={raw['burstiness']!r} is invalid; allowed: unset for kind "
+                             "poisson (use kind gamma; burstiness 1 draws the Poisson arrivals)")
         try:
-            return cls._parse(value)
+            return cls(raw["kind"], raw.get("burstiness", 1.0))
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
 
-    @classmethod
-    def _parse(cls, value: Any) -> LengthDist:
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-            return cls("fixed", int(value), int(value))
-        if not (isinstance(value, Mapping) and len(value) == 1
-                and next(iter(value)) in LENGTH_KINDS):
-            raise _bad("length", value, "an int, {'fixed': n}, {'uniform': [lo, hi]} or "
-                       "{'lognormal': {'median', 'sigma', 'min', 'max'}}")
-        ((kind, arg),) = value.items()
-        if kind == "fixed":
-            return cls("fixed", arg, arg)
-        if kind == "uniform":
-            if not (isinstance(arg, Sequence) and not isinstance(arg, (str, bytes)) and len(arg) == 2):
-                raise _bad("uniform", arg, "[lo, hi], inclusive integers")
-            return cls("uniform", arg[0], arg[1])
-        _check_keys("lognormal", arg, ("median", "sigma", "min", "max"))
-        return cls("lognormal", arg["min"], arg["max"], arg["median"], arg["sigma"])
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """Draw ``n`` lengths (int64), element by element so a prefix does not depend on n."""
-        if self.kind == "fixed":
-            return np.full(n, self.lo, dtype=np.int64)
-        if self.kind == "uniform":
-            return rng.integers(self.lo, self.hi + 1, size=n, dtype=np.int64)
-        raw = rng.lognormal(math.log(self.median), self.sigma, size=n)
-        return np.clip(np.rint(raw), self.lo, self.hi).astype(np.int64)
+    def gaps(self, rng: np.random.Generator, n: int, rate_rps: float) -> np.ndarray:
+        """``n`` gaps (s) of mean 1 / rate, element by element so a prefix does not depend on n."""
+        if self.kind == "poisson":
+            return rng.exponential(1.0 / rate_rps, n)
+        return rng.gamma(self.burstiness, 1.0 / (rate_rps * self.burstiness), n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,16 +132,16 @@ class RequestClass:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.name, str) and self.name):
-            raise _bad("name", self.name, "non-empty string")
-        _check_positive("weight", self.weight)
+            raise bad("name", self.name, "non-empty string")
+        check_positive("weight", self.weight)
         for name in ("prompt_len", "output_len"):
             if not isinstance(getattr(self, name), LengthDist):
-                raise _bad(name, getattr(self, name), "a LengthDist")
+                raise bad(name, getattr(self, name), "a LengthDist")
 
     @classmethod
     def from_dict(cls, raw: Any, where: str = "class") -> RequestClass:
         """Parse ``{name, weight (default 1), prompt_len, output_len}``."""
-        _check_keys(where, raw, ("name", "prompt_len", "output_len"), ("weight",))
+        check_keys(where, raw, ("name", "prompt_len", "output_len"), ("weight",))
         prompt = LengthDist.parse(raw["prompt_len"], f"{where}.prompt_len")
         output = LengthDist.parse(raw["output_len"], f"{where}.output_len")
         try:
@@ -206,35 +160,39 @@ class WorkloadSpec:
     vocab_size: int = 32000
     classes: tuple[RequestClass, ...]
     max_model_len: int | None = None
+    arrival: Arrival = Arrival()
 
     def __post_init__(self) -> None:
-        _check_int("n_requests", self.n_requests, 1, MAX_REQUESTS)
-        _check_positive("rate_rps", self.rate_rps)
+        check_int("n_requests", self.n_requests, 1, MAX_REQUESTS)
+        check_positive("rate_rps", self.rate_rps)
         if self.rate_rps < _MIN_RATE:
-            raise _bad("rate_rps", self.rate_rps, f"finite number >= {_MIN_RATE:g}")
-        _check_int("seed", self.seed, 0)
-        _check_int("vocab_size", self.vocab_size, _MIN_VOCAB, _MAX_VOCAB)
+            raise bad("rate_rps", self.rate_rps, f"finite number >= {_MIN_RATE:g}")
+        check_int("seed", self.seed, 0)
+        check_int("vocab_size", self.vocab_size, _MIN_VOCAB, _MAX_VOCAB)
         if self.max_model_len is not None:
-            _check_int("max_model_len", self.max_model_len, 2)
+            check_int("max_model_len", self.max_model_len, 2)
         if not (isinstance(self.classes, tuple) and self.classes
                 and all(isinstance(c, RequestClass) for c in self.classes)):
-            raise _bad("classes", self.classes, "non-empty tuple of RequestClass")
+            raise bad("classes", self.classes, "non-empty tuple of RequestClass")
         names = [c.name for c in self.classes]
         if len(set(names)) != len(names):
-            raise _bad("classes", names, "unique class names")
+            raise bad("classes", names, "unique class names")
         if not math.isfinite(sum(c.weight for c in self.classes)):  # the class shares would all be 0
-            raise _bad("classes", [c.weight for c in self.classes], "weights with a finite sum")
+            raise bad("classes", [c.weight for c in self.classes], "weights with a finite sum")
+        if not isinstance(self.arrival, Arrival):
+            raise bad("arrival", self.arrival, "an Arrival")
 
     @classmethod
     def from_dict(cls, raw: Any) -> WorkloadSpec:
-        """Parse a plain mapping as loaded from YAML; unknown keys are refused by name."""
-        _check_keys("workload", raw, ("n_requests", "rate_rps", "classes"),
-                    ("seed", "vocab_size", "max_model_len"))
+        """Parse a plain mapping as loaded from YAML; unknown keys are refused by name. Without
+        ``arrival`` (or with ``arrival: null``) arrivals are Poisson, as before the key existed."""
+        check_keys("workload", raw, ("n_requests", "rate_rps", "classes"),
+                   ("seed", "vocab_size", "max_model_len", "arrival"))
         classes = raw["classes"]
         if not isinstance(classes, Sequence) or isinstance(classes, str) or not classes:
-            raise _bad("classes", classes, "non-empty list of class mappings")
+            raise bad("classes", classes, "non-empty list of class mappings")
         parsed = tuple(RequestClass.from_dict(c, f"classes[{i}]") for i, c in enumerate(classes))
-        return cls(**{**raw, "classes": parsed})
+        return cls(**{**raw, "classes": parsed, "arrival": Arrival.parse(raw.get("arrival"))})
 
 
 PAPER_MIX_CLASSES: tuple[dict[str, Any], ...] = (
@@ -286,17 +244,24 @@ def _draw_classes(spec: WorkloadSpec) -> np.ndarray:
     return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
 
 
-def _draw_lengths(spec: WorkloadSpec, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _draw_lengths(spec: WorkloadSpec, which: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Each class draws a length for every request, so a request's length does not depend on
-    the classes of the requests before it."""
+    the classes of the requests before it. Also: per class, how many of its requests clipping
+    moved (see :func:`truncation`)."""
     n = spec.n_requests
     prompt, output = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    clipped: dict[str, Any] = {}
     for j, c in enumerate(spec.classes):
         mine = which == j
         key = _FIRST_CLASS_STREAM + 2 * j
-        prompt[mine] = c.prompt_len.sample(_stream(spec.seed, key), n)[mine]
-        output[mine] = c.output_len.sample(_stream(spec.seed, key + 1), n)[mine]
-    return prompt, output
+        record: dict[str, Any] = {"requests": int(mine.sum())}
+        for out, dist, stream in ((prompt, c.prompt_len, key), (output, c.output_len, key + 1)):
+            lengths, raised, lowered = dist.draw(_stream(spec.seed, stream), n)
+            out[mine] = lengths[mine]
+            record["prompt_len" if stream == key else "output_len"] = {
+                "raised_to_min": int(raised[mine].sum()), "lowered_to_max": int(lowered[mine].sum())}
+        clipped[c.name] = record
+    return prompt, output, clipped
 
 
 def _check_model_len(spec: WorkloadSpec, which: np.ndarray, prompt: np.ndarray,
@@ -320,13 +285,26 @@ def _request_id(index: int) -> str:
     return f"r{index:04d}"
 
 
+def arrival_times(spec: WorkloadSpec) -> np.ndarray:
+    """The requests' arrival instants (s): the cumulative sum of the spec's gaps, so the first
+    request arrives after the first gap."""
+    return np.cumsum(spec.arrival.gaps(_stream(spec.seed, _GAPS), spec.n_requests, spec.rate_rps))
+
+
+def truncation(spec: WorkloadSpec) -> dict[str, Any]:
+    """What clipping did to the workload :func:`generate` draws, per class: ``{name: {requests,
+    prompt_len: {raised_to_min, lowered_to_max}, output_len: {...}}}`` (counts of that class's
+    requests; plain ints, for a manifest). A heavy-tailed class clipped at a model length shows
+    here how much of its tail the run did not see; uniform and fixed lengths never clip."""
+    return _draw_lengths(spec, _draw_classes(spec))[2]
+
+
 def generate(spec: WorkloadSpec) -> list[Request]:
-    """Draw the workload: Poisson arrivals (first one after the first gap), a class per request
-    by weight, lengths from that class, and exactly ``prompt_len`` uniform token ids."""
-    arrivals = np.cumsum(_stream(spec.seed, _GAPS).exponential(1.0 / spec.rate_rps,
-                                                               spec.n_requests))
+    """Draw the workload: arrivals (:func:`arrival_times`), a class per request by weight,
+    lengths from that class, and exactly ``prompt_len`` uniform token ids."""
+    arrivals = arrival_times(spec)
     which = _draw_classes(spec)
-    prompt, output = _draw_lengths(spec, which)
+    prompt, output, _ = _draw_lengths(spec, which)
     _check_model_len(spec, which, prompt, output)
     ids = _stream(spec.seed, _TOKENS).integers(MIN_TOKEN_ID, spec.vocab_size - 1,
                                                 size=int(prompt.sum()), dtype=np.int64)

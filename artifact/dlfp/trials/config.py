@@ -14,6 +14,10 @@ same seeded workload on a fresh engine; arms differ only in their scheduler sett
 * ``design`` says where load, targets and SLOs come from (:mod:`dlfp.trials.design`): ``scaled``
   (default) derives them from a pre-flight measurement of the engine, ``fixed`` takes the
   config's values as written (the paper's style).
+* ``workload`` is :meth:`dlfp.harness.workload.WorkloadSpec.from_dict`'s mapping, validated whole
+  here: optional ``arrival`` (Poisson, or ``{kind: gamma, burstiness: b}``), and per class lengths
+  that are fixed, uniform or clipped lognormal (:mod:`dlfp.harness.lengths`), each class within
+  the model length.
 
 The CPU defaults (:data:`CPU_DEFAULT`) are the paper's mix on the tiny weightless Qwen3: short
 interactive requests, long prompts arriving while they decode; the scaled design sets the rate
@@ -271,7 +275,8 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
         need = c.prompt_len.hi + c.output_len.hi
         if need > limit:
             raise _fail(field, limit, f">= {need}: workload.classes[{i}] ({c.name!r}) can ask prompt_len + "
-                        f"output_len = {need} tokens")
+                        f"output_len = {c.prompt_len.hi} + {c.output_len.hi} = {need} tokens (its largest lengths), "
+                        f"more than {field} = {limit}")
     slo = merged["slo"]
     unknown = sorted(set(slo) - {"ttft_ms", "tpot_ms"}, key=str)
     if unknown:

@@ -130,12 +130,9 @@ def median_length(dist: Any) -> float:
 
 
 def mean_length(dist: Any) -> float:
-    if dist.kind == "lognormal":
-        if dist.median <= 0:
-            return float(dist.lo)
-        log_mean = math.log(dist.median) + dist.sigma ** 2 / 2  # in logs: exp() overflows for a wide sigma
-        return float(dist.hi) if log_mean >= math.log(dist.hi) else float(max(dist.lo, math.exp(log_mean)))
-    return (dist.lo + dist.hi) / 2
+    """The mean of a class's drawn lengths, clipping included (:meth:`dlfp.harness.lengths.LengthDist.mean_length`):
+    the design's loads follow what the workload sends, not the unclipped distribution's mean."""
+    return dist.mean_length()
 
 
 def workload_facts(config: Mapping[str, Any]) -> Workload:

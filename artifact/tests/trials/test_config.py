@@ -133,6 +133,44 @@ def test_a_class_longer_than_the_model_is_refused_naming_the_limit() -> None:
         parse_config({"engine": {"max_model_len": 700}, "workload": {"max_model_len": None}})  # 768 + 32 tokens
 
 
+LONG_CONTEXT = {"name": "long-context", "prompt_len": {"uniform": [8192, 32768]}, "output_len": {"uniform": [16, 128]}}
+
+
+def test_a_long_context_class_is_refused_before_any_work_naming_both_numbers() -> None:
+    """An 8-32k-token class on an 8k model: refused at parse time (not after a pre-flight, not by the one
+    seed whose draw happens to exceed), with the model length and the class's need."""
+    raw = {"engine": {"max_model_len": 40960}, "workload": {"max_model_len": 8192, "classes": [LONG_CONTEXT]}}
+    with pytest.raises(ValueError) as err:
+        parse_config(raw)
+    assert ("'workload.max_model_len' = 8192 is invalid: allowed >= 32896: workload.classes[0] ('long-context') "
+            "can ask prompt_len + output_len = 32768 + 128 = 32896 tokens") in str(err.value)
+    assert parse_config(merge(raw, {"workload": {"max_model_len": 32896}})).workload_spec(0).max_model_len == 32896
+
+
+@pytest.mark.parametrize(("workload", "message"), [
+    ({"arrival": {"kind": "gamma", "burstiness": -1}}, "arrival: burstiness=-1 is invalid"),
+    ({"arrival": {"kind": "weibull"}}, "arrival: kind='weibull' is invalid; allowed: poisson or gamma"),
+    ({"arrival": {"kind": "gamma", "burstines": 0.5}}, "arrival: unknown key(s) ['burstines']"),
+    ({"classes": [{**LONG_CONTEXT, "prompt_len": {"lognormal": {"median": 9000, "p90": 100, "min": 8192,
+                                                                "max": 12000}}}]},
+     "classes[0].prompt_len: p90=100 is invalid"),
+])
+def test_new_workload_fields_are_refused_by_name(workload: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_config({"engine": {"max_model_len": 40960}, "workload": {"max_model_len": 40960, **workload}})
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_field_example_parses_to_its_published_statistics() -> None:
+    """configs/workloads-field.yaml: gamma arrivals, lognormal classes at the cited medians and P90s."""
+    spec = load_config(str(CONFIGS / "workloads-field.yaml")).workload_spec(0)
+    assert (spec.arrival.kind, spec.arrival.burstiness) == ("gamma", 0.5)
+    chat, summary, ctx = spec.classes
+    assert (chat.prompt_len.median, summary.prompt_len.median) == (1730, 7059)
+    assert chat.prompt_len.sigma == pytest.approx(0.93, abs=0.005)
+    assert (ctx.prompt_len.lo, ctx.prompt_len.hi) == (8192, 32768)
+
+
 # --- arms ------------------------------------------------------------------------------------------
 
 

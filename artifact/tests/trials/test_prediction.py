@@ -71,5 +71,5 @@ def test_a_wide_lognormal_clips_to_its_max_without_overflow() -> None:
     """Fuzz find (CI seed): sigma 38 made exp(sigma^2 / 2) overflow in the design's workload facts."""
     from dlfp.harness.workload import LengthDist
 
-    assert mean_length(LengthDist("lognormal", 8, 160, 64, 38)) == 160.0
+    assert mean_length(LengthDist("lognormal", 8, 160, 64, 38)) == pytest.approx(84, abs=0.5)  # half on each bound
     assert mean_length(LengthDist("lognormal", 8, 160, 64, 0)) == pytest.approx(64.0)
