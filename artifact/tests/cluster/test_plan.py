@@ -5,8 +5,8 @@ configuration, key, sockets, state and logs of their own under a temporary folde
 ports, so it touches no system SLURM; it cancels what is left and stops them afterwards. The
 job completion log (``jobcomp/filetxt``) records each job's state, start and end.
 
-The submission is a reduced CPU pipeline (the pipeline's ``--reduced`` parameters, with one
-paired trial): verify, paired trials, one generalization job (qwen3-tiny, TP 1, carrying one
+The submission is a reduced CPU pipeline (the pipeline's ``--reduced`` parameters: two
+paired trials of 12 requests): verify, paired trials, one generalization job (qwen3-tiny, TP 1, carrying one
 small simulated run), then results and book, chained with ``afterok``; a resubmission must skip
 every complete run and submit the book job alone. GPU requests cannot run here (no GPU, no
 ``gres``): the A100 job list is checked as a dry run instead (GPUs per job = its TP size).

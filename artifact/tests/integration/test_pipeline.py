@@ -1,9 +1,11 @@
 """The whole artifact end to end with reduced parameters: notebooks, traces, strict book, browser.
 
-Runs every notebook with papermill into a scratch copy of the book (five engine starts: about
-ten minutes on 2 cores), builds it with ``jupyter-book build -W -n``, then opens the results
-page in headless Chromium and checks that its figures decoded and are not blank and that its
-table is there. Bad notebook parameters must fail before any trial starts.
+The book is the session's reduced artifact (``conftest.py``): every notebook run with papermill
+into a scratch copy of the book (five engine starts), by a chain of SLURM jobs where a real SLURM
+is usable (``test_slurm.py`` checks the chain) and in-process otherwise, then built with
+``jupyter-book build -W -n``. Here: every page is there, the verdicts it renders hold when
+re-derived independently, and the results page opened in headless Chromium has its figures
+decoded and not blank and its table there. Bad notebook parameters must fail before any trial starts.
 """
 
 from __future__ import annotations
@@ -21,15 +23,9 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("papermill")
 
-from dlfp.book.pipeline import (
-    NOTEBOOKS,
-    build_book,
-    copy_book_sources,
-    execute,
-    notebook_parameters,
-)
 from dlfp.paths import REPO_ROOT
 from tests.book.verdict_checks import check_notebook, check_page_counts, glued_table, glued_text, read_glues
+from tests.integration.slurm_cluster import ReducedArtifact
 
 pytestmark = pytest.mark.slow
 ROOT = REPO_ROOT
@@ -51,16 +47,12 @@ def test_bad_parameter_fails_before_any_trial(tmp_path) -> None:
 
 
 @pytest.fixture(scope="module")
-def built_book(tmp_path_factory) -> Path:
-    scratch = tmp_path_factory.mktemp("artifact")
-    copy_book_sources(ROOT, scratch)
-    runs = scratch / "data" / "runs"
-    params = notebook_parameters(str(runs / "cpu"), str(runs / "generalization"), str(runs / "sim"), reduced=True)
-    execute(ROOT, scratch / "book" / "generated", params, NOTEBOOKS)
-    return build_book(scratch)
+def built_book(reduced_artifact: ReducedArtifact) -> Path:
+    """The reduced artifact's HTML folder, however it was made."""
+    return reduced_artifact.book()
 
 
-def test_book_builds_strictly_with_every_page(built_book: Path) -> None:
+def test_book_builds_strictly_with_every_page(built_book: Path, reduced_artifact: ReducedArtifact) -> None:
     for page in ("book/intro", "book/method", "book/simulation", "book/beyond", "book/generated/03_results",
                  "book/generated/02_generalization", "book/generated/04_reproducibility"):
         assert (built_book / f"{page}.html").is_file(), page
@@ -73,7 +65,7 @@ def test_book_builds_strictly_with_every_page(built_book: Path) -> None:
     assert "of the best fixed budget at equal TTFT" in beyond  # the goal sentence, from the baselines runs
     # every verdict the built book renders, re-derived from the numbers its own tables show (not by the
     # functions that wrote them: tests/book/verdict_checks.py), and the intro shows the counts checked
-    notebook = built_book.parent.parent / "book" / "generated" / "03_results.ipynb"
+    notebook = reduced_artifact.notebooks / "03_results.ipynb"
     problems = check_notebook(notebook)
     assert not problems, "\n".join(problems)
     glues = read_glues(notebook)
