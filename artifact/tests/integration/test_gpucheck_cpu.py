@@ -30,7 +30,7 @@ def test_cpu_dry_run_end_to_end(tmp_path: Path) -> None:
     record = json.loads((out / "gpu-check.json").read_text())
     assert record["dry_run"] and all(r["ok"] for r in record["install"].values())
     (row,) = record["checks"]
-    assert row["status"] == "complete" and row["measured on"].endswith("vLLM 0.32.0+cpu")
+    assert row["status"] == "complete" and row["measured on"].endswith("vLLM 0.32.0+cpu, sync scheduling")  # as it ran
     assert 0 <= row["proxy error DLFP"] < 0.5  # synchronous CPU engine: the proxy is nearly exact
     assert row["scheduled ahead (%)"] == 0.0
     assert row["completion stamps (%)"] == 100  # the proxy error is computed on the executor's stamps
