@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from dlfp.analysis.labels import device, source_line, stock_budget
+from dlfp.analysis.labels import build, device, source_line, stock_budget
 from dlfp.analysis.runs import RunData, trial_rows
 from dlfp.analysis.stats import effect_words, paired, reductions
 from dlfp.trials.config import REFERENCE
@@ -50,7 +50,7 @@ def async_mismatches(run: RunData) -> list[str]:
     model's (``engine.sim``), not the scheduler's, so simulated runs are not compared."""
     if run.config.engine.sim is not None:
         return []
-    gpu_build = "cpu" not in str((run.manifest.get("versions") or {}).get("vllm") or "cpu")
+    gpu_build = build(run.manifest) == "gpu"
     out = []
     for u in run.manifest.get("units") or []:
         ran = (u.get("ran") or {}).get("async_scheduling") if isinstance(u, dict) else None

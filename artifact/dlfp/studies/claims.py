@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from dlfp.analysis.labels import engine_gpus, source_line
+from dlfp.analysis.labels import build, engine_gpus, source_line
 from dlfp.analysis.runs import RunData, load_run, trial_rows
 from dlfp.analysis.stats import paired
 from dlfp.analysis.tables import regime
@@ -189,7 +189,7 @@ def evidence(name: str, run: RunData | None) -> str:
     if run is not None:
         if run.config.engine.sim is not None:
             return EVIDENCE[2]
-        return EVIDENCE[0] if "cpu" in str((run.manifest.get("versions") or {}).get("vllm", "")) else EVIDENCE[1]
+        return EVIDENCE[0] if build(run.manifest) == "cpu" else EVIDENCE[1]  # an unknown build: held to GPU telemetry
     return EVIDENCE[1] if name == "gpu" else EVIDENCE[0] if name == "paired" else EVIDENCE[2]
 
 
