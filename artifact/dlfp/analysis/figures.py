@@ -186,7 +186,7 @@ def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
 
 
 FRONTIER_LINE = "frontier (Pareto-efficient fixed budgets)"
-_MARKERS = {"fixed budget": "s", "fixed cap": "^", "adaptive": "o"}
+_MARKERS = {"fixed budget": "s", "fixed cap": "^", "cadence": "D", "adaptive": "o"}
 
 
 def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:

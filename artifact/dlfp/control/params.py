@@ -58,11 +58,17 @@ SPECS: tuple[ParamSpec, ...] = (
               "With target: decode, T* in decode-only steps (measured online, completion cadence)."),
     ParamSpec("pressure_decodes", 1, "requests", "[1, 1048576]",
               "Act only when at least this many requests are decoding (1: whenever prefill meets a decode)."),
+    ParamSpec("prefill_every", 1, "steps", "[1, 1024]",
+              "Prefill cadence: with decodes running, admit prefill only on every N-th step (1: every step). "
+              "Independent of enabled: with control off, a cadence baseline with stock's chunks."),
     ParamSpec("step_log", None, "path", "null or a file path",
               "JSON-lines file for per-step records (appended; null: no records)."),
 )
 
 _MAX_TOKENS = 1 << 20
+_MAX_EVERY = 1024
+"""Longest prefill cadence: a bound against typos; a baseline sweeps 2-8, and at 1024 a prompt behind
+running decodes already waits a thousand decode steps per chunk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,7 @@ class DLFPParams:
     target: str = "slo"
     target_decode_steps: float = 4.0
     pressure_decodes: int = 1
+    prefill_every: int = 1
     step_log: str | None = None
 
     def __post_init__(self) -> None:
@@ -126,6 +133,7 @@ def _validate(p: DLFPParams) -> None:
         raise _fail("target", p.target, _allowed("target"))
     _check_number(p, "target_decode_steps", float, 1, 1000, lo_open=True)
     _check_number(p, "pressure_decodes", int, 1, _MAX_TOKENS, lo_open=False)
+    _check_number(p, "prefill_every", int, 1, _MAX_EVERY, lo_open=False)
     if p.step_log is not None and not (isinstance(p.step_log, str) and p.step_log):
         raise _fail("step_log", p.step_log, _allowed("step_log"))
 

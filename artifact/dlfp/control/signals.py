@@ -57,6 +57,9 @@ class StepRecord:
     complete_source: str | None = None
     """Which time the completion signal took for this step: :data:`EXEC_DONE` or :data:`COLLECT`;
     None while the step is pending (logged at shutdown without a completion). Older logs lack it."""
+    deferred: bool = False
+    """Did the prefill cadence (``prefill_every``) hold this step's prefill back while decodes ran?
+    Older logs lack it: no cadence, never deferred."""
 
     @property
     def mixed(self) -> bool:

@@ -43,8 +43,12 @@ at equal P99 TTFT (issue 11)."""
 def kind(arm: ArmSpec) -> str:
     """What an arm is: a fixed token budget (stock at some ``max_num_batched_tokens``, vLLM's own
     knob), a fixed cap (a per-request threshold, a cap on mixed steps, or a two-level switch: fixed
-    numbers, chosen placement), or adaptive (DLFP's feedback moves the chunk)."""
-    if arm.dlfp is None:
+    numbers, chosen placement), adaptive (DLFP's feedback moves the chunk), or cadence (prefill
+    admitted only every N-th step while decodes run, ``prefill_every``: the placement in time rather
+    than in size, with stock's chunks or a fixed cap)."""
+    if arm.dlfp is not None and (arm.dlfp.get("prefill_every") or 1) > 1:
+        return "cadence"
+    if arm.dlfp is None or arm.dlfp.get("enabled") is False:
         return "fixed budget" if set(arm.engine) <= {"max_num_batched_tokens"} else "fixed cap"
     fixed = arm.dlfp.get("chunk_min") is not None and arm.dlfp.get("chunk_min") == arm.dlfp.get("chunk_max")
     return "fixed cap" if fixed else "adaptive"

@@ -80,6 +80,16 @@ BASELINE_ARMS: list[dict[str, Any]] = [
 ]
 """Every arm of the baselines study; the study's text (module docstring) says what each is."""
 
+CADENCE_EVERY = (2, 4, 8)
+CADENCE_ARMS: list[dict[str, Any]] = [
+    *({"name": f"cadence-{n}", "dlfp": {"enabled": False, "prefill_every": n}} for n in CADENCE_EVERY),
+    {"name": "cadence-4-cap", "dlfp": {**_CAP, "prefill_every": 4}},
+]
+"""The prefill-cadence baseline (issue 20): prefill admitted only every N-th step while decodes run,
+with stock's chunks (control off) and combined with the fixed cap on mixed steps. A list of its own
+(no ``stock``: it joins a list that has one, such as :data:`BASELINE_ARMS`), so the committed
+baselines runs keep matching their plan."""
+
 SENSITIVITY_ARMS: list[dict[str, Any]] = [
     {"name": "stock"},
     {"name": "dlfp", "dlfp": {}},

@@ -121,9 +121,14 @@ class TrialConfig:
         raise KeyError(f"config {self.name!r} has no arm {name!r}; arms: {list(self.arm_names)}")
 
     def engine_for(self, arm: str) -> EngineSpec:
-        """The engine of one arm: its engine overrides, and DLFP on with its parameters or off."""
+        """The engine of one arm: its engine overrides, and DLFP on with its parameters or off.
+
+        An arm without ``dlfp`` is stock (control off); one with a mapping has control on unless
+        the mapping says ``enabled: false``: then its other parameters still apply with control
+        off, which is how a prefill-cadence baseline (``prefill_every``) keeps stock's chunks."""
         a = self.arm(arm)
-        params = {**self.dlfp, **(a.dlfp or {}), "enabled": a.dlfp is not None}
+        enabled = False if a.dlfp is None else a.dlfp.get("enabled", True)
+        params = {**self.dlfp, **(a.dlfp or {}), "enabled": enabled}
         return EngineSpec(**{**arm_engine(self.engine.__dict__, a.engine), "dlfp": params})
 
     def arm_label(self, arm: str) -> str:
@@ -316,9 +321,11 @@ def _arms(raw: Any, engine: EngineSpec) -> tuple[ArmSpec, ...]:
         if dlfp is not None:
             if not isinstance(dlfp, Mapping):
                 raise _fail(f"{where}.dlfp", dlfp, "null (stock scheduling) or a mapping of DLFP parameters")
-            bad = sorted(set(dlfp) & {"enabled", "step_log"})
+            # enabled: false is an arm's own choice (a cadence baseline, control off); the rest is the runner's
+            bad = sorted(k for k in set(dlfp) & {"enabled", "step_log"} if not (k == "enabled" and dlfp[k] is False))
             if bad:
-                raise _fail(f"{where}.dlfp.{bad[0]}", dlfp[bad[0]], "unset: the runner sets it per arm")
+                raise _fail(f"{where}.dlfp.{bad[0]}", dlfp[bad[0]], "unset (enabled: false only): the runner sets it "
+                            "per arm")
             try:
                 parse_params(_placeholders(dlfp, DERIVED_DLFP_KEYS, f"{where}.dlfp"))
             except DLFPConfigError as exc:

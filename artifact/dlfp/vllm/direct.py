@@ -19,7 +19,7 @@ from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
 from vllm.v1.outputs import ModelRunnerOutput
-from vllm.v1.request import Request
+from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
 from dlfp.paths import model_path
@@ -95,8 +95,17 @@ def run_to_completion(scheduler: Any, arrivals: Mapping[int, Iterable[Request]],
     ``arrivals`` maps a step index to the requests added just before that step is
     scheduled. Depth 1 is the synchronous engine loop; depth 2 is vLLM's batch queue
     under async scheduling (step N+1 is scheduled before step N's output is processed).
+
+    A ``Request`` is the scheduler's mutable state, finished in place: every run needs fresh
+    ones (:func:`make_request` again). One reused from an earlier run would sit in the waiting
+    queue already finished until vLLM pops it ("Invalid request status: FINISHED_LENGTH_CAPPED",
+    far from the cause), so it is refused here, before anything runs.
     """
     pending = {step: list(reqs) for step, reqs in arrivals.items()}
+    for r in (r for reqs in pending.values() for r in reqs):
+        if r.status != RequestStatus.WAITING or r.num_computed_tokens or r.num_output_tokens:
+            raise ValueError(f"request {r.request_id!r} was already scheduled ({r.status.name}, "
+                             f"{r.num_output_tokens} output tokens): build fresh requests for each run")
     inflight: deque[tuple[SchedulerOutput, ModelRunnerOutput]] = deque()
     outputs: list[SchedulerOutput] = []
     for step in range(max_steps):

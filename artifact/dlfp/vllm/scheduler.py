@@ -12,6 +12,19 @@ share the step with running decodes; if so it temporarily lowers the scheduler's
 budget to ``decodes + cap`` and the per-request prefill threshold to ``cap``, calls
 vLLM's own ``schedule()``, and restores both. Everything else is vLLM's.
 
+The prefill cadence (``prefill_every`` N > 1, a baseline; independent of ``enabled``): on a step
+whose index is not a multiple of N, where prefill waits and a decode will run, prefill is deferred
+by vLLM's own mechanism, ``schedule(throttle_prefills=True)`` (its DP prefill balancing): the
+running loop skips mid-prefill requests and the waiting loop admits no prompt that needs compute,
+so decodes get the whole budget and the next cadence step gets stock's chunk (or the cap). A
+budget of exactly the decode tokens would not do it: mid-prefill requests come first in
+``running`` and would eat the decodes' share. vLLM stops throttling while its last release step
+was capacity-bound (``prefill_capacity_bound``: waiting prompts it could not admit), which under
+load would turn the cadence back into stock; a deferred step clears that flag for its own call
+and puts it back, so vLLM's DP bookkeeping is what it would have been. Deferred steps are not
+mixed, so with control on the chunk adapts only across consecutive mixed steps (none at N > 1):
+the cadence arms run with control off or a fixed cap.
+
 Per completed step, ``update_from_output`` copies the executor's completion stamp (when the
 step's output became available, :mod:`dlfp.vllm.completion_stamps`) into the step record before
 the tracker sees it, so the ``completion`` signal runs on the device's clock where the executor
@@ -120,6 +133,7 @@ class _DLFPMixin:
         self._tracker = StepTracker(params.signal)
         self._inflight: dict[int, StepRecord] = {}
         self._step = 0
+        self._every = int(params.prefill_every)
         self._log = (
             StepLog(params.step_log, header={
                 "dlfp_version": __version__,
@@ -144,13 +158,20 @@ class _DLFPMixin:
         n_decodes = len(self.running) - len(prefilling)
         prefill_waiting = bool(prefilling) or len(self.waiting) > 0
         mixed = prefill_waiting and n_decodes > 0
+        # Off-cadence: defer the prefill if a decode will really run (async vLLM skips decodes whose
+        # in-flight tokens reach max_tokens; deferring for those alone would leave the step empty).
+        deferred = mixed and self._step % self._every != 0 and n_decodes > _skipped_decodes(self.running)
+        if deferred:
+            prefill_waiting = mixed = False  # this step plans decodes only: no cap, no guarded cycle
         obs = self._tracker.observe(now, mixed)
         target_s = self._target_s()
         decision = self.dlfp_controller.decide(
             decodes_running=n_decodes >= self.dlfp_params.pressure_decodes, prefill_waiting=prefill_waiting,
             obs=obs, target_s=target_s,
         )
-        if decision.cap is None:
+        if deferred:
+            out = self._schedule_deferred()
+        elif decision.cap is None:
             out = super().schedule(throttle_prefills)
         else:
             decode_tokens = n_decodes - _skipped_decodes(self.running)
@@ -171,12 +192,22 @@ class _DLFPMixin:
             decode_reqs=len(out.num_scheduled_tokens) - prefill_reqs,
             total_tokens=out.total_num_scheduled_tokens, cap=decision.cap,
             signal_s=None if obs is None else obs.interval_s, guarded=decision.updated,
-            target_s=target_s, chunk=self.dlfp_controller.chunk,
+            target_s=target_s, chunk=self.dlfp_controller.chunk, deferred=deferred,
         )
         self._step += 1
         self._tracker.scheduled(record)
         self._inflight[id(out)] = record
         return out
+
+    def _schedule_deferred(self) -> SchedulerOutput:
+        """A decodes-only step through vLLM's prefill deferral (module docstring): its capacity-bound
+        escape is cleared for this call and restored, as a deferred call never updates it."""
+        bound = self.prefill_capacity_bound
+        self.prefill_capacity_bound = False
+        try:
+            return super().schedule(True)
+        finally:
+            self.prefill_capacity_bound = bound
 
     def _target_s(self) -> float:
         """T*: the parameters' (a fraction of the ITL SLO), or with ``target: decode`` a multiple

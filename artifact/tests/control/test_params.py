@@ -109,7 +109,8 @@ def _bounds(allowed: str) -> tuple[bool, float, float]:
     return m.group(1) == "(", float(m.group(2)), float(m.group(3))
 
 
-NUMERIC = ("itl_slo_ms", "target_fraction", "gain", "chunk_min", "target_decode_steps", "pressure_decodes")
+NUMERIC = ("itl_slo_ms", "target_fraction", "gain", "chunk_min", "target_decode_steps", "pressure_decodes",
+           "prefill_every")
 
 
 @pytest.mark.parametrize("key", NUMERIC)
@@ -165,6 +166,7 @@ VALID = st.fixed_dictionaries({}, optional={
     "target": st.sampled_from(TARGETS),
     "target_decode_steps": st.floats(1.001, 1000),
     "pressure_decodes": st.integers(1, 1 << 20),
+    "prefill_every": st.integers(1, 1024),
     "step_log": st.none() | st.text(min_size=1, max_size=20),
 })
 
@@ -181,3 +183,19 @@ def test_any_valid_mapping_is_accepted_and_kept(raw: dict[str, Any], chunks: lis
     frac = raw.get("target_fraction", 0.5)
     assert p.target_interval_s == pytest.approx(itl * frac / 1000.0)
     assert 0 < p.target_interval_s <= 60
+
+
+def test_the_prefill_cadence_defaults_to_every_step_and_is_independent_of_enabled() -> None:
+    """``prefill_every`` (issue 20's cadence baseline): 1 is every step (no cadence); with control off
+    it is kept, since a cadence arm is stock's chunks at a cadence."""
+    assert DLFPParams().prefill_every == SPEC["prefill_every"].default == 1
+    assert SPEC["prefill_every"].allowed == "[1, 1024]" and SPEC["prefill_every"].unit == "steps"
+    p = parse_params({"enabled": False, "prefill_every": 4})
+    assert (p.enabled, p.prefill_every) == (False, 4)
+    assert parse_params({"prefill_every": 1024}).prefill_every == 1024
+
+
+@pytest.mark.parametrize("value", [0, -4, 1025, 2.5, True, "4", None, math.nan])
+def test_a_bad_prefill_cadence_is_refused_naming_its_range(value: Any) -> None:
+    with pytest.raises(DLFPConfigError, match=re.escape(f"'prefill_every' = {value!r} is invalid: allowed [1, 1024]")):
+        parse_params({"enabled": False, "prefill_every": value})

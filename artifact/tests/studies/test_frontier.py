@@ -123,3 +123,18 @@ def test_ttft_spread_is_over_fixed_budgets_only() -> None:
                 ("dlfp", "adaptive", 43, 900)])
     assert frontier.ttft_spread({"x": t}) == "x 200-220 ms (10% apart)"
     assert frontier.ttft_spread({}) == "no baselines run"
+
+
+def test_kind_tells_a_prefill_cadence_from_caps_budgets_and_control() -> None:
+    """An arm whose ``prefill_every`` is above 1 is a cadence, with stock's chunks or a fixed cap; a
+    mapping that turns control off without a cadence is stock scheduling, as no mapping is."""
+    from dlfp.trials.config import ArmSpec
+
+    cap = {"chunk_min": 64, "chunk_max": 64, "chunk_init": 64}
+    assert frontier.kind(ArmSpec("cadence-4", {"enabled": False, "prefill_every": 4}, {})) == "cadence"
+    assert frontier.kind(ArmSpec("cadence-4-cap", {**cap, "prefill_every": 4}, {})) == "cadence"
+    assert frontier.kind(ArmSpec("cap", cap, {})) == "fixed cap"
+    assert frontier.kind(ArmSpec("every-1", {"enabled": False, "prefill_every": 1}, {})) == "fixed budget"
+    assert frontier.kind(ArmSpec("off-lpt", {"enabled": False}, {"long_prefill_token_threshold": 256})) == "fixed cap"
+    assert frontier.kind(ArmSpec("dlfp", {"prefill_every": 1}, {})) == "adaptive"
+    assert frontier.kind(ArmSpec("stock", None, {})) == "fixed budget"

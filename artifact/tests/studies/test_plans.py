@@ -35,3 +35,29 @@ def test_only_names_an_unknown_entry() -> None:
 def test_unknown_target_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown study target"):
         plans.target_config("tpu-qwen3-8b", {})
+
+
+def test_cadence_arms_are_the_sweep_and_the_capped_variant() -> None:
+    """Issue 20's prefill-cadence baseline: N = 2, 4, 8 with control off (stock's chunks), and N = 4
+    with the baselines' fixed cap; a list beside BASELINE_ARMS, which stays as its committed runs ran."""
+    arms = {a["name"]: a["dlfp"] for a in plans.CADENCE_ARMS}
+    assert arms == {"cadence-2": {"enabled": False, "prefill_every": 2},
+                    "cadence-4": {"enabled": False, "prefill_every": 4},
+                    "cadence-8": {"enabled": False, "prefill_every": 8},
+                    "cadence-4-cap": {**plans._CAP, "prefill_every": 4}}
+    assert not {a["name"] for a in plans.BASELINE_ARMS} & set(arms)
+    assert all("prefill_every" not in (a.get("dlfp") or {}) for a in plans.BASELINE_ARMS)
+
+
+def test_cadence_arms_parse_as_arms_of_a_study_config() -> None:
+    from dlfp.studies.frontier import kind
+
+    for target in ("cpu-tiny", "a100-qwen3-8b"):
+        raw = plans.target_config(target, {"arms": [*plans.BASELINE_ARMS, *plans.CADENCE_ARMS]})
+        cfg = plans.parse_config(raw)
+        assert cfg.arm_names[-4:] == ("cadence-2", "cadence-4", "cadence-8", "cadence-4-cap")
+        for name in cfg.arm_names[-4:]:
+            assert kind(cfg.arm(name)) == "cadence"
+            assert cfg.engine_for(name).dlfp["prefill_every"] in (2, 4, 8)
+        assert cfg.engine_for("cadence-4").dlfp["enabled"] is False
+        assert cfg.engine_for("cadence-4-cap").dlfp["enabled"] is True

@@ -286,3 +286,20 @@ def test_read_yaml(tmp_path: Path) -> None:
         read_yaml(str(broken))
     with pytest.raises(FileNotFoundError):
         read_yaml(str(tmp_path / "missing.yaml"))
+
+
+def test_an_arm_may_turn_control_off_and_keep_its_other_parameters() -> None:
+    """``dlfp: {enabled: false, prefill_every: 4}`` is a prefill-cadence baseline with stock's chunks:
+    engine_for keeps the explicit ``enabled: false`` (and the cadence) instead of switching DLFP on
+    because the arm has a mapping; a mapping without ``enabled`` still means on, no mapping off."""
+    import dataclasses
+
+    base = parse_config({"dlfp": {"gain": 1.0}, "arms": [{"name": "stock"}, {"name": "dlfp", "dlfp": {}}]})
+    cadence = ArmSpec("cadence-4", {"enabled": False, "prefill_every": 4}, {})
+    capped = ArmSpec("cadence-4-cap", {"chunk_min": 64, "chunk_max": 64, "chunk_init": 64, "prefill_every": 4}, {})
+    cfg = dataclasses.replace(base, arms=(*base.arms, cadence, capped))
+    assert cfg.engine_for("cadence-4").dlfp == {"gain": 1.0, "enabled": False, "prefill_every": 4}
+    assert cfg.engine_for("cadence-4-cap").dlfp["enabled"] is True
+    assert cfg.engine_for("cadence-4-cap").dlfp["prefill_every"] == 4
+    assert cfg.engine_for("dlfp").dlfp == {"gain": 1.0, "enabled": True}
+    assert cfg.engine_for("stock").dlfp == {"gain": 1.0, "enabled": False}

@@ -244,3 +244,92 @@ def test_the_step_log_names_the_executor_as_configured() -> None:
     assert executor_name("mp") == "mp" and executor_name("dlfp.sim.executor.ModeledExecutor") == \
         "dlfp.sim.executor.ModeledExecutor"
     assert executor_name(None) == "default"
+
+
+
+CADENCE = {"enabled": False, "prefill_every": 4}
+
+
+def cadence_arrivals() -> dict[int, list]:
+    """A prompt alone, then eight decoding requests, then two 2000-token prompts on consecutive steps
+    (of two consecutive steps at most one is a cadence step: at least one prompt waits)."""
+    return {0: [make_request("solo", 2000, 2)], 10: workload()[0],
+            30: [make_request("long0", 2000, 2)], 31: [make_request("long1", 2000, 2)]}
+
+
+def prompt_chunks(outputs: list, rid: str) -> list[int]:
+    """The request's prefill chunks, in order (its decode steps schedule one token each)."""
+    return [n for n in per_step(outputs, rid) if n > 1]
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("budget", [4096, 1024])
+def test_prefill_cadence_admits_prefill_beside_decodes_only_on_every_nth_step(
+        tmp_path, async_scheduling: bool, budget: int) -> None:
+    """``prefill_every`` 4 with control off (issue 20's cadence baseline): while decodes run, prefill
+    tokens appear only on steps 0, 4, 8, ... and get what stock would give them (rarer, not smaller
+    chunks); with no decodes running there is no cadence. At budget 1024 the cadence step cannot admit
+    both prompts, which turns vLLM's own deferral off (capacity-bound); the cadence must hold anyway."""
+    from dlfp.control.steplog import read_step_log
+
+    depth = 2 if async_scheduling else 1
+    stock = run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp={"enabled": False},
+                                             max_num_batched_tokens=budget), cadence_arrivals(), async_depth=depth)
+    log = tmp_path / "steps.jsonl"
+    s = make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp={**CADENCE, "step_log": str(log)},
+                       max_num_batched_tokens=budget)
+    arrivals = cadence_arrivals()
+    outputs = run_to_completion(s, arrivals, async_depth=depth)
+    s.shutdown()
+    [(header, rows)] = list(read_step_log(log))
+    assert header["params"]["prefill_every"] == 4 and header["params"]["enabled"] is False
+    assert [r["step"] for r in rows] == list(range(len(outputs)))
+
+    solo = prompt_chunks(outputs, "solo")  # alone: its prompt as stock schedules it, on consecutive steps
+    assert solo == prompt_chunks(stock, "solo") == ([2000] if budget == 4096 else [1024, 976])
+    assert per_step(outputs, "solo")[:len(solo)] == solo
+    for rid in ("long0", "long1"):
+        assert sum(prompt_chunks(outputs, rid)) == 2000
+        assert all(step % 4 == 0 for step, n in enumerate(per_step(outputs, rid)) if n > 1)
+    mixed = [r for r in rows if r["prefill_tokens"] and r["decode_reqs"]]
+    assert mixed and all(r["step"] % 4 == 0 for r in mixed)
+    if budget == 4096:  # the budget does not bind: each prompt goes in whole, as with stock
+        assert prompt_chunks(outputs, "long0") == prompt_chunks(stock, "long0") == [2000]
+        assert prompt_chunks(outputs, "long1") == prompt_chunks(stock, "long1") == [2000]
+    else:  # it binds: every mixed step but the last is as full as stock's, chunks as many as stock's
+        assert all(r["total_tokens"] == budget for r in mixed[:-1]) and len(mixed) >= 4
+        assert [len(prompt_chunks(outputs, r)) for r in ("long0", "long1")] == [
+            len(prompt_chunks(stock, r)) for r in ("long0", "long1")]
+    deferred = [r for r in rows if r["deferred"]]
+    assert deferred and all(r["step"] % 4 and r["decode_reqs"] and not r["prefill_tokens"] for r in deferred)
+    assert not any(r["deferred"] for r in rows if r["step"] % 4 == 0 or not r["decode_reqs"])
+    if budget == 1024:  # long1 waits behind long0's chunks: three deferred steps after each cadence step
+        assert len(deferred) >= 9
+    for r in (r for reqs in arrivals.values() for r in reqs):  # every request completes, whole
+        assert r.is_finished() and r.num_output_tokens == r.max_tokens
+        assert sum(per_step(outputs, r.request_id)) == r.num_prompt_tokens + r.max_tokens - 1
+    assert sum(r["prefill_tokens"] for r in rows) == 8 * 32 + 3 * 2000
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_prefill_cadence_with_a_fixed_cap_caps_the_rarer_chunks(async_scheduling: bool) -> None:
+    """The cadence combined with the fixed cap on mixed steps (arm ``cadence-4-cap``): the long prompt's
+    chunks beside decodes are capped and come only on cadence steps; decodes keep a token every step."""
+    s = make_scheduler(DLFPScheduler, async_scheduling=async_scheduling, dlfp={**DLFP, "prefill_every": 4})
+    outputs = run_to_completion(s, {0: workload()[0], 5: [make_request("long", 2000, 2)]},
+                                async_depth=2 if async_scheduling else 1)
+    beside = [(i, o.num_scheduled_tokens["long"]) for i, o in enumerate(outputs)
+              if o.num_scheduled_tokens.get("long", 0) > 1 and o.num_scheduled_tokens.get("d0")]
+    assert len(beside) >= 8 and all(i % 4 == 0 and n <= CAP for i, n in beside)
+    assert sum(prompt_chunks(outputs, "long")) == 2000
+    steps_d0 = [i for i, n in enumerate(per_step(outputs, "d0")) if n]
+    assert steps_d0 == list(range(len(steps_d0)))  # no decode step skipped
+
+
+def test_a_request_reused_from_an_earlier_run_is_refused_by_the_rig() -> None:
+    """The rig's guard (the cause of an 'Invalid request status: FINISHED_LENGTH_CAPPED' deep in vLLM):
+    a finished request fed to a second scheduler is refused up front, naming it."""
+    arrivals = {0: [make_request("once", 64, 2)]}
+    run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=False), arrivals, async_depth=1)
+    with pytest.raises(ValueError, match="'once' was already scheduled"):
+        run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=False), arrivals, async_depth=1)
