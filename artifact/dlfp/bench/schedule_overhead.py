@@ -1,9 +1,11 @@
-"""Benchmark: DLFP ``schedule()`` per-call time over stock vLLM's, side by side in one run.
+"""Benchmark: DLFP's per-step scheduler time over stock vLLM's, side by side in one run.
 
-Both schedulers run the same steps on a weightless model config with fabricated model
-outputs (:mod:`dlfp.vllm.direct`), interleaved in rounds so that machine drift hits both
-alike; only the ``schedule()`` call is timed. Two scenarios at ``--running`` requests:
-``decode`` (all running requests decoding) and ``mixed`` (the same plus a long prompt
+Three schedulers, stock, DLFP with the paper's law (``dlfp``) and with the SLO controller
+(``dlfp-slo``), run the same steps on a weightless model config with fabricated model outputs
+(:mod:`dlfp.vllm.direct`), interleaved in rounds so that machine drift hits all alike. Two times are
+taken per step: the ``schedule()`` call, and ``schedule()`` plus ``update_from_output`` (where the
+SLO controller's step-cost fit runs, so its cost shows there). Two scenarios at ``--running``
+requests: ``decode`` (all running requests decoding) and ``mixed`` (the same plus a long prompt
 being prefilled, so DLFP caps every step).
 """
 
@@ -19,8 +21,17 @@ from dlfp.vllm.direct import fabricate_output, make_request, make_scheduler
 LONG_PROMPT = 4000
 
 
-def _prepare(cls: type, running: int, mixed: bool) -> Any:
-    s = make_scheduler(cls, async_scheduling=False, max_num_seqs=running + 8)
+ARMS: dict[str, dict[str, Any] | None] = {"stock": None, "dlfp": {}, "dlfp-slo": {"controller": "slo"}}
+"""Benchmarked schedulers: None is vLLM's own ``Scheduler``, a mapping DLFP's with those parameters."""
+
+
+def _prepare(dlfp: dict[str, Any] | None, running: int, mixed: bool) -> Any:
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from dlfp.vllm import DLFPScheduler
+
+    cls = Scheduler if dlfp is None else DLFPScheduler
+    s = make_scheduler(cls, async_scheduling=False, max_num_seqs=running + 8, dlfp=dlfp)
     for i in range(running):
         s.add_request(make_request(f"d{i}", 32, 7000))
     _step(s)  # prefill all decoders in one step
@@ -29,12 +40,16 @@ def _prepare(cls: type, running: int, mixed: bool) -> Any:
     return s
 
 
-def _step(s: Any) -> float:
+def _step(s: Any) -> tuple[float, float]:
+    """Seconds of ``schedule()``, and of it plus ``update_from_output`` (the output made outside both)."""
     t0 = time.perf_counter()
     out = s.schedule()
-    dt = time.perf_counter() - t0
-    s.update_from_output(out, fabricate_output(s, out))
-    return dt
+    t1 = time.perf_counter()
+    produced = fabricate_output(s, out)
+    t2 = time.perf_counter()
+    s.update_from_output(out, produced)
+    t3 = time.perf_counter()
+    return t1 - t0, (t1 - t0) + (t3 - t2)
 
 
 def _refill(s: Any, mixed: bool, counter: list[int]) -> None:
@@ -44,27 +59,28 @@ def _refill(s: Any, mixed: bool, counter: list[int]) -> None:
         s.add_request(make_request(f"long{counter[0]}", LONG_PROMPT, 1))
 
 
-def measure(running: int, scenario: str, rounds: int, steps_per_round: int) -> dict[str, float]:
-    """Median and mean ``schedule()`` seconds per call for stock and DLFP, and their ratios."""
-    from vllm.v1.core.sched.scheduler import Scheduler
-
-    from dlfp.vllm import DLFPScheduler
-
+def measure(running: int, scenario: str, rounds: int, steps_per_round: int) -> dict[str, dict[str, float]]:
+    """Per arm of :data:`ARMS`: median and mean microseconds per step of ``schedule`` and of ``step``
+    (schedule plus update), and each median's ratio over stock's."""
     mixed = scenario == "mixed"
-    arms = {"stock": _prepare(Scheduler, running, mixed), "dlfp": _prepare(DLFPScheduler, running, mixed)}
-    samples: dict[str, list[float]] = {name: [] for name in arms}
+    arms = {name: _prepare(dlfp, running, mixed) for name, dlfp in ARMS.items()}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
     counters = {name: [0] for name in arms}
     for _ in range(rounds):
         for name, s in arms.items():
             for _ in range(steps_per_round):
                 _refill(s, mixed, counters[name])
                 samples[name].append(_step(s))
-    res: dict[str, float] = {}
+    res: dict[str, dict[str, float]] = {}
     for name, xs in samples.items():
-        res[f"{name}_median_us"] = statistics.median(xs) * 1e6
-        res[f"{name}_mean_us"] = statistics.fmean(xs) * 1e6
-    res["ratio_median"] = res["dlfp_median_us"] / res["stock_median_us"]
-    res["ratio_mean"] = res["dlfp_mean_us"] / res["stock_mean_us"]
+        r = res[name] = {}
+        for i, part in enumerate(("schedule", "step")):
+            col = [x[i] for x in xs]
+            r[f"{part}_median_us"] = statistics.median(col) * 1e6
+            r[f"{part}_mean_us"] = statistics.fmean(col) * 1e6
+    for r in res.values():
+        for part in ("schedule", "step"):
+            r[f"{part}_ratio"] = r[f"{part}_median_us"] / res["stock"][f"{part}_median_us"]
     return res
 
 
@@ -76,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", choices=("decode", "mixed", "both"), default="both")
     args = ap.parse_args(argv)
     scenarios = ("decode", "mixed") if args.scenario == "both" else (args.scenario,)
-    print(f"schedule() per call, {args.running} running requests, "
-          f"{args.rounds} x {args.steps_per_round} interleaved steps per arm")
+    print(f"scheduler time per step, {args.running} running requests, "
+          f"{args.rounds} x {args.steps_per_round} interleaved steps per arm; medians in us, "
+          "ratio over stock's median")
     for scenario in scenarios:
-        r = measure(args.running, scenario, args.rounds, args.steps_per_round)
-        print(f"{scenario:>6}: stock median {r['stock_median_us']:.1f} us, "
-              f"dlfp median {r['dlfp_median_us']:.1f} us -> ratio {r['ratio_median']:.3f} "
-              f"(means {r['stock_mean_us']:.1f} / {r['dlfp_mean_us']:.1f} us, "
-              f"ratio {r['ratio_mean']:.3f})")
+        res = measure(args.running, scenario, args.rounds, args.steps_per_round)
+        for name, r in res.items():
+            print(f"{scenario:>6} {name:>9}: schedule() {r['schedule_median_us']:7.1f} us "
+                  f"(ratio {r['schedule_ratio']:.3f}), schedule()+update_from_output() "
+                  f"{r['step_median_us']:7.1f} us (ratio {r['step_ratio']:.3f})")
     return 0

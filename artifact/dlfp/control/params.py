@@ -13,6 +13,9 @@ from typing import Any
 SIGNALS = ("schedule", "completion")
 """Feedback signals: ``schedule`` is the paper's scheduler-call interval; ``completion``
 is the model-execution completion cadence (the completion-timed controller)."""
+CONTROLLERS = ("law", "slo")
+"""What sizes a mixed step: ``law`` (the paper's proportional feedback on one interval) or ``slo``
+(:mod:`dlfp.control.slo`: an online step-cost fit solved for the ITL SLO, trimmed by tail feedback)."""
 TARGETS = ("slo", "decode")
 """Where T* comes from: ``slo`` (the paper's: a fraction of the ITL SLO) or ``decode`` (a multiple
 of the decode-only step the engine is measured to take right now)."""
@@ -36,6 +39,9 @@ class ParamSpec:
 SPECS: tuple[ParamSpec, ...] = (
     ParamSpec("enabled", True, "-", "true or false",
               "Switch control off to get stock scheduling with the same instrumentation."),
+    ParamSpec("controller", "law", "-", " or ".join(CONTROLLERS),
+              "What sizes a mixed step: the paper's law, or the SLO controller (online step-cost fit for "
+              "itl_slo_ms, tail feedback; reads itl_slo_ms, chunk_min, chunk_max, none of the law's knobs)."),
     ParamSpec("itl_slo_ms", 100.0, "ms", "(0, 60000]",
               "Inter-token latency SLO the target interval derives from."),
     ParamSpec("target_fraction", 0.5, "-", "(0, 1]",
@@ -76,6 +82,7 @@ class DLFPParams:
     """Validated DLFP parameters; construct with :func:`parse_params` or keyword arguments."""
 
     enabled: bool = True
+    controller: str = "law"
     itl_slo_ms: float = 100.0
     target_fraction: float = 0.5
     gain: float = 0.5
@@ -119,6 +126,8 @@ def _check_number(p: DLFPParams, name: str, kind: type, lo: float, hi: float, lo
 def _validate(p: DLFPParams) -> None:
     if not isinstance(p.enabled, bool):
         raise _fail("enabled", p.enabled, _allowed("enabled"))
+    if p.controller not in CONTROLLERS:
+        raise _fail("controller", p.controller, _allowed("controller"))
     _check_number(p, "itl_slo_ms", float, 0, 60000, lo_open=True)
     _check_number(p, "target_fraction", float, 0, 1, lo_open=True)
     _check_number(p, "gain", float, 0, 2, lo_open=True)

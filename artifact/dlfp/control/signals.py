@@ -60,6 +60,17 @@ class StepRecord:
     deferred: bool = False
     """Did the prefill cadence (``prefill_every``) hold this step's prefill back while decodes ran?
     Older logs lack it: no cadence, never deferred."""
+    decode_context: int | None = None
+    """Context tokens of the step's decoding requests, in all (``controller: slo`` only: None otherwise)."""
+    prefill_context: int | None = None
+    """Tokens already prefilled of the request the step's chunk went to (``controller: slo`` only)."""
+    budget_s: float | None = None
+    """The step budget the SLO controller sized the chunk to (None: law, unrestricted or cold start)."""
+    predicted_s: float | None = None
+    """The SLO controller's predicted duration of the step with its cap (None where ``budget_s`` is)."""
+    infeasible: bool = False
+    """The SLO controller found the budget below the predicted decode floor: no chunk meets the SLO,
+    and the step got ``chunk_min``."""
 
     @property
     def mixed(self) -> bool:
@@ -182,6 +193,11 @@ class StepTracker:
             self._cadence = cadence
         self._last_done_t = done_t
         self._last_completed = record
+
+    @property
+    def last_done_t(self) -> float | None:
+        """Completion time of the step completed last: its stamp or its collect time."""
+        return self._last_done_t
 
 def _decode_only(record: StepRecord) -> bool:
     return record.prefill_tokens == 0 and record.decode_reqs > 0

@@ -47,7 +47,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from dlfp.control.law import Decision, Observation
+from dlfp.control.law import Decision, DLFPController, Observation
 from dlfp.control.params import DLFPConfigError, DLFPParams
 from dlfp.control.stepcost import StepCostModel
 
@@ -134,6 +134,11 @@ def slo_params_from(params: DLFPParams) -> SLOParams:
     range and switch; everything else is this module's one set of defaults."""
     return SLOParams(itl_slo_ms=float(params.itl_slo_ms), chunk_min=params.chunk_min, chunk_max=params.chunk_max,
                      enabled=params.enabled)
+
+
+def controller_for(params: DLFPParams) -> DLFPController | SLOController:
+    """The controller a DLFP configuration names (``controller``): the paper's law or this module's."""
+    return SLOController(slo_params_from(params)) if params.controller == "slo" else DLFPController(params)
 
 
 def _number(p: SLOParams, name: str, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False,

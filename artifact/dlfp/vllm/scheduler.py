@@ -25,6 +25,12 @@ and puts it back, so vLLM's DP bookkeeping is what it would have been. Deferred 
 mixed, so with control on the chunk adapts only across consecutive mixed steps (none at N > 1):
 the cadence arms run with control off or a fixed cap.
 
+With ``controller: slo`` (:mod:`dlfp.control.slo`) each call also passes the batch's sums to the
+controller: the decodes that will run, their context tokens, and the context of the request the chunk
+goes to (one pass over ``running``, made only for that controller); each completed step goes back to
+it with its completion time, the one the ``completion`` signal takes, so the fit runs on the device's
+clock where the executor stamps.
+
 Per completed step, ``update_from_output`` copies the executor's completion stamp (when the
 step's output became available, :mod:`dlfp.vllm.completion_stamps`) into the step record before
 the tracker sees it, so the ``completion`` signal runs on the device's clock where the executor
@@ -44,9 +50,9 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from dlfp import __version__
-from dlfp.control.law import DLFPController
 from dlfp.control.params import DLFPConfigError, DLFPParams, parse_params
 from dlfp.control.signals import StepRecord, StepTracker
+from dlfp.control.slo import SLOController, SLODecision, controller_for
 from dlfp.control.steplog import StepLog
 from dlfp.vllm import lifeline
 from dlfp.vllm.completion_stamps import exec_done_t
@@ -129,7 +135,9 @@ class _DLFPMixin:
         self._base_budget: int = self.max_num_scheduled_tokens
         self._base_adaptive: bool = self.adaptive_long_prefill_threshold
         self.dlfp_params = params
-        self.dlfp_controller = DLFPController(params)
+        self.dlfp_controller = controller_for(params)
+        self._fit: SLOController | None = (
+            self.dlfp_controller if isinstance(self.dlfp_controller, SLOController) else None)
         self._tracker = StepTracker(params.signal)
         self._inflight: dict[int, StepRecord] = {}
         self._step = 0
@@ -165,10 +173,17 @@ class _DLFPMixin:
             prefill_waiting = mixed = False  # this step plans decodes only: no cap, no guarded cycle
         obs = self._tracker.observe(now, mixed)
         target_s = self._target_s()
-        decision = self.dlfp_controller.decide(
-            decodes_running=n_decodes >= self.dlfp_params.pressure_decodes, prefill_waiting=prefill_waiting,
-            obs=obs, target_s=target_s,
-        )
+        decodes_running = n_decodes >= self.dlfp_params.pressure_decodes
+        decode_context = prefill_context = None
+        if self._fit is None:
+            decision = self.dlfp_controller.decide(
+                decodes_running=decodes_running, prefill_waiting=prefill_waiting, obs=obs, target_s=target_s)
+        else:
+            decode_context, prefill_context = self._contexts()
+            decision = self._fit.decide(
+                decodes_running=decodes_running, prefill_waiting=prefill_waiting,
+                decode_reqs=n_decodes - _skipped_decodes(self.running), decode_context=decode_context,
+                prefill_context=prefill_context)
         if deferred:
             out = self._schedule_deferred()
         elif decision.cap is None:
@@ -193,11 +208,25 @@ class _DLFPMixin:
             total_tokens=out.total_num_scheduled_tokens, cap=decision.cap,
             signal_s=None if obs is None else obs.interval_s, guarded=decision.updated,
             target_s=target_s, chunk=self.dlfp_controller.chunk, deferred=deferred,
+            decode_context=decode_context, prefill_context=prefill_context,
         )
+        if isinstance(decision, SLODecision):
+            record.budget_s, record.predicted_s = decision.budget_s, decision.predicted_s
+            record.infeasible = decision.infeasible
         self._step += 1
         self._tracker.scheduled(record)
         self._inflight[id(out)] = record
         return out
+
+    def _contexts(self) -> tuple[int, int]:
+        """Context tokens of the running decodes in all, and of the request a prefill chunk goes to
+        next: a mid-prefill request (vLLM keeps them in a set; there is rarely more than one), else the
+        head of the waiting queue, whose cached prefix vLLM has not looked up yet (0 tokens)."""
+        prefilling = self._inflight_prefills
+        total = sum(r.num_computed_tokens for r in self.running)
+        inflight = sum(r.num_computed_tokens for r in prefilling)
+        head = next(iter(prefilling), None) or next(iter(self.waiting), None)
+        return total - inflight, 0 if head is None else head.num_computed_tokens
 
     def _schedule_deferred(self) -> SchedulerOutput:
         """A decodes-only step through vLLM's prefill deferral (module docstring): its capacity-bound
@@ -226,6 +255,11 @@ class _DLFPMixin:
             # scheduling lags it by however long the engine core took to ask for the output.
             record.exec_done_t = exec_done_t(scheduler_output)
             self._tracker.completed(record, now)
+            if self._fit is not None and record.decode_context is not None and record.total_tokens > 0:
+                self._fit.step_completed(
+                    decode_reqs=record.decode_reqs, decode_context=record.decode_context,
+                    prefill_tokens=record.prefill_tokens, prefill_context=record.prefill_context or 0,
+                    schedule_t=record.schedule_t, done_t=self._tracker.last_done_t, cap=record.cap)
             if self._log is not None:
                 self._log.add(record)
         return super().update_from_output(scheduler_output, model_runner_output)

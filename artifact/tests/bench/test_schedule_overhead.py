@@ -11,4 +11,20 @@ def test_schedule_benchmark_runs(capsys) -> None:
     pytest.importorskip("vllm")
     assert main(["bench", "schedule", "--running", "8", "--rounds", "2", "--steps-per-round", "5"]) == 0
     out = capsys.readouterr().out
-    assert "decode:" in out and "mixed:" in out and "ratio" in out
+    lines = out.splitlines()
+    for scenario in ("decode", "mixed"):
+        arms = [line.split()[1].rstrip(":") for line in lines if line.split()[:1] == [scenario]]
+        assert arms == ["stock", "dlfp", "dlfp-slo"], out
+    assert all("ratio" in line for line in lines[1:]), out
+
+
+def test_the_benchmarked_slo_arm_really_runs_its_fit() -> None:
+    """The dlfp-slo arm is the SLO controller, and its fit sees the benchmark's steps."""
+    pytest.importorskip("vllm")
+    from dlfp.bench.schedule_overhead import ARMS, _prepare, _step
+    from dlfp.control.slo import SLOController
+
+    s = _prepare(ARMS["dlfp-slo"], 8, True)
+    for _ in range(20):
+        _step(s)
+    assert isinstance(s.dlfp_controller, SLOController) and s.dlfp_controller.model.n >= 20

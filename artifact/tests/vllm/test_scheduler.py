@@ -333,3 +333,94 @@ def test_a_request_reused_from_an_earlier_run_is_refused_by_the_rig() -> None:
     run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=False), arrivals, async_depth=1)
     with pytest.raises(ValueError, match="'once' was already scheduled"):
         run_to_completion(make_scheduler(DLFPScheduler, async_scheduling=False), arrivals, async_depth=1)
+
+
+class _PlantClock:
+    """``time`` for the scheduler module: a virtual clock that a test advances by each step's cost."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def time(self) -> float:
+        return self.t
+
+
+def plant_s(decodes: int, context: int, prefill: int) -> float:
+    """A synthetic step cost: 2 ms a step, 0.25 ms a decode, 1 us a cached token, 40 us a prefill token."""
+    return 1e-3 * (2.0 + 0.25 * decodes + 1e-3 * context + 0.04 * prefill)
+
+
+SLO_MS = 20.0
+
+
+def test_the_slo_controller_fits_the_step_cost_and_holds_the_slo(monkeypatch, tmp_path) -> None:
+    """``controller: slo`` in the real scheduler: each step's batch sums reach the controller, each
+    completed step reaches its fit (on the completion time), and once warm the mixed steps are sized
+    so that the decode gaps stay under the SLO while prefill gets what the SLO leaves."""
+    from dlfp.control.steplog import read_step_log
+    from dlfp.vllm import scheduler as module
+    from dlfp.vllm.direct import fabricate_output
+
+    clock = _PlantClock()
+    monkeypatch.setattr(module, "time", clock)
+    log = tmp_path / "steps.jsonl"
+    s = make_scheduler(DLFPScheduler, async_scheduling=False,
+                       dlfp={"controller": "slo", "itl_slo_ms": SLO_MS, "step_log": str(log)})
+    arrivals = {0: [make_request(f"d{i}", 32, 400) for i in range(8)],
+                **{5 + 60 * k: [make_request(f"long{k}", 2000, 2)] for k in range(6)}}
+    for _ in range(100000):
+        step = s._step
+        for r in arrivals.pop(step, ()):
+            s.add_request(r)
+        if not (arrivals or s.has_requests()):
+            break
+        out = s.schedule()
+        produced = fabricate_output(s, out)
+        record = s._inflight[id(out)]
+        clock.t += plant_s(record.decode_reqs, record.decode_context, record.prefill_tokens)
+        s.update_from_output(out, produced)
+    s.shutdown()
+    [(_, rows)] = list(read_step_log(log))
+    fit = s.dlfp_controller
+    assert fit.model.warm and fit.model.rel_error < 0.01  # an exact plant is learnt exactly
+    # The batch sums: between two decode-only steps of the same eight decoders, each adds one token.
+    steady = [(a, b) for a, b in zip(rows, rows[1:], strict=False)
+              if a["decode_reqs"] == b["decode_reqs"] == 8 and a["prefill_tokens"] == b["prefill_tokens"] == 0]
+    assert steady and all(b["decode_context"] - a["decode_context"] == 8 for a, b in steady)
+    warm = [r for r in rows if r["budget_s"] is not None and r["prefill_tokens"] > 0 and r["decode_reqs"] > 0]
+    assert len(warm) > 20 and not any(r["infeasible"] for r in warm)
+    actual = [plant_s(r["decode_reqs"], r["decode_context"], r["prefill_tokens"]) for r in warm]
+    assert max(actual) <= SLO_MS / 1000  # every sized mixed step is under the SLO
+    for r, a in zip(warm, actual, strict=True):  # and the fit's prediction of it is right
+        assert r["predicted_s"] == pytest.approx(a, rel=0.02) or r["prefill_tokens"] < r["cap"]
+    # The slack goes to prefill: a chunk the SLO allows, not the cold start's 128.
+    oracle = (0.95 * SLO_MS - 2.0 - 0.25 * 8 - 1e-3 * 8 * 300) / 0.04
+    assert sorted(r["cap"] for r in warm)[len(warm) // 2] >= 0.8 * oracle
+
+
+def test_the_slo_controller_says_so_when_no_chunk_meets_the_slo(monkeypatch) -> None:
+    """An SLO under the decode floor: every warm mixed step is marked infeasible and gets chunk_min."""
+    from dlfp.vllm import scheduler as module
+    from dlfp.vllm.direct import fabricate_output
+
+    clock = _PlantClock()
+    monkeypatch.setattr(module, "time", clock)
+    s = make_scheduler(DLFPScheduler, async_scheduling=False, dlfp={"controller": "slo", "itl_slo_ms": 3.0})
+    arrivals = {0: [make_request(f"d{i}", 32, 200) for i in range(8)],
+                **{5 + 40 * k: [make_request(f"long{k}", 1000, 2)] for k in range(4)}}
+    records = []
+    for _ in range(100000):
+        for r in arrivals.pop(s._step, ()):
+            s.add_request(r)
+        if not (arrivals or s.has_requests()):
+            break
+        out = s.schedule()
+        produced = fabricate_output(s, out)
+        records.append(s._inflight[id(out)])
+        clock.t += plant_s(records[-1].decode_reqs, records[-1].decode_context, records[-1].prefill_tokens)
+        s.update_from_output(out, produced)
+    warm = [r for r in records if r.budget_s is not None]
+    assert warm and all(r.infeasible and r.cap == 32 for r in warm)
