@@ -110,12 +110,14 @@ runs: setup
 	$(VENV)/bin/dlfp bench sim fidelity --calibrate data/runs/cpu-default --out data/runs/sim-fidelity
 	$(MAKE) study
 
-# The studies beyond the paper (book chapter "Beyond the paper"): baselines, explanations and
-# sensitivity, each a set of run folders under data/runs/study-*; a complete folder is reused.
+# The studies beyond the paper (book chapter "Beyond the paper"): baselines, explanations,
+# sensitivity and capacity, each a set of run folders under data/runs/study-*; a complete folder is
+# reused, an unfinished one resumes.
 study: setup
 	$(VENV)/bin/dlfp study baselines --out data/runs/study-baselines
 	$(VENV)/bin/dlfp study explanations --out data/runs/study-explanations
 	$(VENV)/bin/dlfp study sensitivity --out data/runs/study-sensitivity
+	$(VENV)/bin/dlfp study capacity --out data/runs/study-capacity
 
 bench: setup
 	$(VENV)/bin/dlfp bench schedule

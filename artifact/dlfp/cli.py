@@ -140,6 +140,12 @@ def _bench_load(args: argparse.Namespace) -> int:
     return main(args.rest)
 
 
+def _bench_reuse(args: argparse.Namespace) -> int:
+    from dlfp.bench.reuse import main
+
+    return main(args.rest)
+
+
 def _bench_driver(args: argparse.Namespace) -> int:
     from dlfp.bench.driver_fidelity import main
 
@@ -219,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     load = bench_sub.add_parser("load", help="10,000 requests at 10x the CPU default rate on the modeled executor: "
                                 "nothing lost, peak RSS, send lateness", add_help=False)
     load.set_defaults(func=_bench_load, delegates=True)
+    reuse = bench_sub.add_parser("reuse", help="one unit on fresh engines and on one reused engine: the same P99s?",
+                                 add_help=False)
+    reuse.set_defaults(func=_bench_reuse, delegates=True)
     bsim = bench_sub.add_parser("sim", help="modeled executor: overhead per step, and modeled vs real CPU engine",
                                 add_help=False)
     bsim.set_defaults(func=_bench_sim, delegates=True)

@@ -29,7 +29,8 @@ from dlfp.paths import REPO_ROOT
 from dlfp.sim.config import CONFIG_KEY, SimConfig, parse_sim_config
 from dlfp.sim.costmodel import PROFILE_DIR, Profile, parse_profile
 from dlfp.studies.claims import CLAIMS_FILE, load_claims
-from dlfp.trials.config import REFERENCE, TrialConfig, load_config, parse_config
+from dlfp.trials.arms import REFERENCE
+from dlfp.trials.config import TrialConfig, load_config, parse_config
 from dlfp.trials.design import DesignSpec, Rules, derive
 from dlfp.trials.prediction import workload_facts
 from tests.fuzzing import JUNK, apply, assert_names, check_refusal_or, finite, mutations

@@ -219,7 +219,7 @@ def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
         ax.set_xlabel("P99 TTFT (ms, log)")
         ax.set_ylabel("P99 ITL, pooled gaps (ms, log)")
         ax.set_title(target, fontsize=9)
-        _plain_log_ticks(ax)
+        plain_log_ticks(ax)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     handles = _handles(list(axes.flat)[:n])
@@ -265,10 +265,12 @@ def log_ticks(lo: float, hi: float, least: int = 3, most: int = 8) -> list[float
     return [float(x) for x in ticker.MaxNLocator(nbins=4).tick_values(lo, hi) if lo <= x <= hi]
 
 
-def _plain_log_ticks(ax: plt.Axes) -> None:
-    """Fix both log axes' ticks at :func:`log_ticks` of their final limits, labelled as plain
-    numbers, minor ticks unlabelled."""
-    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+def plain_log_ticks(ax: plt.Axes, axes: str = "xy") -> None:
+    """Fix the log ``axes`` ("x", "y" or both) ticks at :func:`log_ticks` of their final limits,
+    labelled as plain numbers, minor ticks unlabelled."""
+    chosen = [(a, lim) for name, a, lim in (("x", ax.xaxis, ax.get_xlim()), ("y", ax.yaxis, ax.get_ylim()))
+              if name in axes]
+    for axis, (lo, hi) in chosen:
         axis.set_major_locator(ticker.FixedLocator(log_ticks(lo, hi)))
         axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
         axis.set_minor_formatter(ticker.NullFormatter())

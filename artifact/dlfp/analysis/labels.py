@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlfp.analysis.runs import RunData
-from dlfp.trials.config import REFERENCE
+from dlfp.trials.arms import REFERENCE
 
 _MARKS = re.compile(r"\((R|TM|tm|r)\)")
 

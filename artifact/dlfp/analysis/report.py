@@ -6,7 +6,7 @@ from dlfp.analysis.labels import source_line, stock_budget
 from dlfp.analysis.runs import RunData, stall_threshold_s, trial_rows
 from dlfp.analysis.stats import effect_words, paired
 from dlfp.analysis.tables import HEADLINE, arms_table, paper_table, regime
-from dlfp.trials.config import REFERENCE
+from dlfp.trials.arms import REFERENCE
 
 
 def format_report(run: RunData) -> str:

@@ -24,7 +24,8 @@ import pandas as pd
 from dlfp.analysis import metrics
 from dlfp.control.params import parse_params
 from dlfp.harness import workload
-from dlfp.trials.config import REFERENCE, TrialConfig, run_config
+from dlfp.trials.arms import REFERENCE
+from dlfp.trials.config import TrialConfig, run_config
 from dlfp.trials.runfolder import (
     MANIFEST,
     RunFolderError,

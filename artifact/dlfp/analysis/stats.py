@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from dlfp.trials.config import REFERENCE
+from dlfp.trials.arms import REFERENCE
 
 
 def paired_reduction(stock: float, dlfp: float) -> float:

@@ -10,7 +10,7 @@ import pandas as pd
 from dlfp.analysis.labels import build, device, source_line, stock_budget
 from dlfp.analysis.runs import RunData, trial_rows
 from dlfp.analysis.stats import effect_words, paired, reductions
-from dlfp.trials.config import REFERENCE
+from dlfp.trials.arms import REFERENCE
 from dlfp.trials.design import Rules
 from dlfp.trials.runfolder import complete_units
 

@@ -233,7 +233,7 @@ def verdict_row(check: Check) -> dict[str, Any]:
     """One row of the verdict table from a check's run folder (its raw traces, verified)."""
     from dlfp.analysis.labels import measured_on
     from dlfp.analysis.runs import load_run, trial_rows
-    from dlfp.trials.config import REFERENCE
+    from dlfp.trials.arms import REFERENCE
 
     run = load_run(check.folder)
     rows = trial_rows(run).set_index("arm")

@@ -4,7 +4,9 @@ The engine core usually runs in its own process, so records travel through a JSO
 file: one object per completed step, buffered and flushed in batches so that the
 scheduler's hot path never waits on a write (every 256 records or after a second, so a
 long-running server's log stays current). Several engine starts may append to one
-file; each start writes a header line first, so a reader can tell the runs apart.
+file; each start writes a header line first, so a reader can tell the runs apart. An engine that
+starts over without a restart (:meth:`StepLog.segment`: the DLFP scheduler's reset, when an engine
+is reused for another workload) writes one too, with its ``segment`` number.
 
 A record is every :class:`~dlfp.control.signals.StepRecord` field, so a field added there
 (``exec_done_t``, then ``complete_source``: which completion time the ``completion`` signal took,
@@ -53,6 +55,14 @@ class StepLog:
                 fh.write("\n".join(self._buffer) + "\n")
             self._buffer.clear()
         self._flushed_at = time.monotonic()
+
+    def segment(self, header: dict[str, Any], pending: list[StepRecord]) -> None:
+        """Start a new segment: the steps still awaiting completion, then a header, flushed now, so a
+        reader sees every record before it (an engine reused for another workload starts over)."""
+        for record in pending:
+            self.add(record)
+        self._buffer.append(json.dumps({"header": header}))
+        self.flush()
 
     def close(self, pending: list[StepRecord]) -> None:
         """Write steps still awaiting completion (``complete_t`` null), then flush."""

@@ -2,6 +2,16 @@
 
 Both arms of a paired trial go through :func:`run_arm`; they differ only in the DLFP
 ``enabled`` flag inside ``spec.dlfp``.
+
+:func:`run_arms` replays several workloads on one engine, one after another, to spare the engine
+start (about 60 of a CPU unit's 80 s, 15 s of a modeled one) where a study runs the same engine at
+many rates. Between two workloads the engine is idle and reset (``reset_prefix_cache``: vLLM drops
+its prefix cache, and the DLFP scheduler, being idle, starts over with a fresh controller, tracker
+and step count and a new step-log segment), so each workload meets the control state a fresh
+engine would. What a reused engine keeps is its warmed process (caches, allocator, lazily built
+code paths): measured with ``dlfp bench reuse``, a fresh engine's first workload pays for that in
+its P99 TTFT, so a reused engine replays a short warm-up workload first (discarded), and every
+workload it measures meets a warmed engine.
 """
 
 from __future__ import annotations
@@ -46,12 +56,19 @@ class ArmResult:
     ran: dict[str, Any] = field(default_factory=dict)
 
 
-def steps_frame(step_log: Path, t0_monotonic: float) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The last engine start's step records, times shifted to the trial's time base, and what
-    its header says ran (:data:`RAN`)."""
+def steps_frame(step_log: Path, t0_monotonic: float,
+                segment: int | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The step records of the last engine start (or of its ``segment``-th segment, counting from
+    0: one per workload of a reused engine), times shifted to the trial's time base, and what its
+    header says ran (:data:`RAN`)."""
     runs = list(read_step_log(step_log))
+    if segment is not None:  # the last start's segments: its first header has segment 0
+        starts = [i for i, (h, _) in enumerate(runs) if h.get("segment", 0) == 0]
+        runs = runs[starts[-1]:] if starts else []
+        runs = runs[segment:segment + 1]
     if not runs:
-        raise RuntimeError(f"no step records in {step_log}: was the DLFP scheduler active?")
+        which = "" if segment is None else f" for workload {segment}"
+        raise RuntimeError(f"no step records in {step_log}{which}: was the DLFP scheduler active?")
     header, rows = runs[-1]
     steps = pd.DataFrame(rows)
     for col in ("schedule_t", "complete_t", "exec_done_t"):
@@ -94,24 +111,47 @@ def run_arm(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
 
     Telemetry is sampled while the workload runs (engine start-up excluded).
     """
+    results: list[ArmResult] = []
+    run_arms(spec, [Job(requests, (lambda: progress))], step_log, lambda _, r: results.append(r),
+             telemetry_interval_s)
+    return results[0]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One workload for :func:`run_arms`; ``begin`` is called when its replay starts and returns the
+    callback its requests report progress to (None: none)."""
+
+    requests: Sequence[Request]
+    begin: Callable[[], Callable[[int], None] | None]
+
+
+def run_arms(spec: EngineSpec, jobs: Sequence[Job], step_log: Path, done: Callable[[int, ArmResult], None],
+             telemetry_interval_s: float = 0.5, warmup: Sequence[Request] = ()) -> None:
+    """Start one engine for ``spec``; replay ``warmup`` (discarded: a fresh engine's first requests
+    pay one-time costs the later workloads of a reused engine do not, so every measured workload
+    should meet a warmed engine), then each job's workload in turn, resetting the idle engine after
+    each (module docstring), and hand each result to ``done(index, result)`` as it finishes, so a
+    caller can keep it before the next starts; shut down however it ends."""
     spec = replace(spec, dlfp={**spec.dlfp, "step_log": str(step_log)})
-    trace, telemetry = run_coroutine(_replay(spec, requests, progress, telemetry_interval_s))
-    steps, ran = steps_frame(step_log, trace.t0_monotonic)
-    return ArmResult(trace, steps, telemetry, ran)
+    first = 1 if warmup else 0  # the warm-up's step-log segment comes first
 
-
-async def _replay(spec: EngineSpec, requests: Sequence[Request], progress: Callable[[int], None] | None,
-                  telemetry_interval_s: float) -> tuple[TrialTrace, pd.DataFrame]:
-    async def body(target: EngineTarget) -> tuple[TrialTrace, TelemetrySampler]:
+    async def body(target: EngineTarget) -> None:
         # This engine's GPUs, not every GPU of the node; a modeled accelerator uses none.
         gpus = [] if spec.sim is not None else engine_gpus(spec.tensor_parallel_size)
-        with TelemetrySampler(telemetry_interval_s, t0_monotonic=0.0, gpus=gpus) as sampler:
-            return await drive(target, requests, progress), sampler
+        if warmup:
+            await drive(target, warmup, None)
+            await target.engine.reset_prefix_cache()
+        for i, job in enumerate(jobs):
+            with TelemetrySampler(telemetry_interval_s, t0_monotonic=0.0, gpus=gpus) as sampler:
+                trace = await drive(target, job.requests, job.begin())
+            telemetry = sampler.frame()
+            telemetry["t_s"] -= trace.t0_monotonic
+            await target.engine.reset_prefix_cache()  # ends this workload's step-log segment, flushed
+            steps, ran = steps_frame(step_log, trace.t0_monotonic, segment=first + i)
+            done(i, ArmResult(trace, steps, telemetry, ran))
 
-    trace, sampler = await with_engine(spec, body)
-    telemetry = sampler.frame()
-    telemetry["t_s"] -= trace.t0_monotonic
-    return trace, telemetry
+    run_coroutine(with_engine(spec, body))
 
 
 async def with_engine(spec: EngineSpec, body: Callable[[EngineTarget], Awaitable[T]]) -> T:

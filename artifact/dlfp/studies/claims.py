@@ -35,7 +35,7 @@ from dlfp.analysis.runs import RunData, load_run, trial_rows
 from dlfp.analysis.stats import paired
 from dlfp.analysis.tables import regime
 from dlfp.paths import CONFIGS
-from dlfp.trials.config import REFERENCE
+from dlfp.trials.arms import REFERENCE
 from dlfp.trials.design import RULE_DOCS
 from dlfp.trials.provenance import run_folders
 

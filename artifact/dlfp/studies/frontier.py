@@ -26,7 +26,7 @@ import pandas as pd
 
 from dlfp.analysis.runs import RunData, stall_threshold_s
 from dlfp.analysis.tables import arms_table
-from dlfp.trials.config import REFERENCE, ArmSpec
+from dlfp.trials.arms import REFERENCE, ArmSpec
 
 ITL, TTFT = "P99 ITL (ms)", "P99 TTFT (ms)"
 REGRET = "ITL regret vs best fixed budget at equal TTFT (ms)"

@@ -24,6 +24,16 @@ chapter renders the committed folders (``data/runs/study-*``).
   modeled study on the four paper settings: host-bound small models (a counterfactual profile with
   a tenth of the host time per step) and stalls too rare to reach the pooled P99 (a design at
   0.5% stall share).
+* **capacity** (issue 20): per target one run, a sweep of arrival rates set as stock's predicted
+  prefill load (:data:`dlfp.trials.sweep.LOADS`): every arm once per load (arm ``<name>_<load>``;
+  the plain ``stock`` is stock at the lowest), each trial's requests replayed at every rate (paired
+  by seed across arms and loads), SLOs at two levels (tight, relaxed) from the run's one pre-flight.
+  Arms whose parameters do not name the SLO run once and are judged at both levels; DLFP's
+  controllers (:data:`SLO_ARMS`) run once per level with ``itl_slo_ms`` at that level's ITL SLO, as
+  a user would set it (``<name>.<level>``). Consecutive units of one engine configuration (an arm's
+  loads) share one engine (``reuse_engine``). On the CPU engine a reduced arm set
+  (:data:`CPU_CAPACITY_ARMS`), on the modeled targets all; and once more on a field-like workload
+  the defaults were not developed on (:data:`FIELD_TARGET`, a reduced set).
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from typing import Any
 import yaml
 
 from dlfp.paths import CONFIGS
+from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TrialConfig, merge, parse_config
 
 CPU_BASE = CONFIGS / "cpu-default.yaml"
@@ -89,6 +100,31 @@ CADENCE_ARMS: list[dict[str, Any]] = [
 with stock's chunks (control off) and combined with the fixed cap on mixed steps. A list of its own
 (no ``stock``: it joins a list that has one, such as :data:`BASELINE_ARMS`), so the committed
 baselines runs keep matching their plan."""
+
+SLO_ARMS: list[dict[str, Any]] = [
+    {"name": "dlfp", "dlfp": {}},
+    {"name": "dlfp-completion", "dlfp": {"signal": "completion"}},
+    {"name": "dlfp-antiwindup", "dlfp": {"anti_windup": True}},
+    {"name": "dlfp-slo", "dlfp": {"controller": "slo"}},
+]
+"""The capacity study's arms that hold an SLO given to them: each runs once per SLO level."""
+CAPACITY_FIXED_ARMS: list[dict[str, Any]] = [
+    *(a for a in BASELINE_ARMS if a["name"] not in {s["name"] for s in SLO_ARMS}), *CADENCE_ARMS]
+"""The capacity study's arms whose parameters do not name the SLO: one sweep serves both levels."""
+CPU_CAPACITY_ARMS = ("stock", "mbt-256", "mbt-512", "mbt-1024", "cap", "cadence-2", "cadence-4",
+                     "dlfp", "dlfp-completion", "dlfp-slo")
+"""The reduced arm set on the CPU engine (its units cost a minute of engine start each)."""
+FIELD_TARGET = "h200-qwen3-8b-field"
+"""The capacity study on a workload DLFP's defaults were not developed on: ``configs/workloads-field.yaml``
+(bursty gamma arrivals, heavy-tailed chat and summarization lengths, a long-context class) on the
+modeled H200 with Qwen3-8B."""
+FIELD_CAPACITY_ARMS = ("stock", "mbt-512", "mbt-2048", "cap", "cadence-4", "dlfp", "dlfp-completion", "dlfp-slo")
+"""The field workload's reduced arm set: its requests are long (hundreds of output tokens, real time
+on the modeled GPU), so fewer arms."""
+CAPACITY_REQUESTS = 240
+"""Requests of the top load's units (fewer at lower loads, the same arrival span:
+:func:`dlfp.trials.sweep.requests_at_load`): several times the 30-60 requests in flight at saturation
+on these targets (rate x latency, from the pre-flight's costs), so a point reaches a steady state."""
 
 SENSITIVITY_ARMS: list[dict[str, Any]] = [
     {"name": "stock"},
@@ -172,7 +208,41 @@ def explanations(trials: int = TRIALS, requests: int = REQUESTS) -> list[tuple[P
     return plan
 
 
-STUDIES = {"baselines": baselines, "sensitivity": sensitivity, "explanations": explanations}
+def capacity_arms(target: str) -> list[dict[str, Any]]:
+    """The capacity run's arms: every arm at every load (fixed arms once, SLO arms once per level),
+    an arm's loads consecutive so that one engine serves them; plain ``stock`` at the lowest load."""
+    from dlfp.trials.sweep import LEVELS, LOADS
+
+    reduced = {"cpu-tiny": CPU_CAPACITY_ARMS, FIELD_TARGET: FIELD_CAPACITY_ARMS}.get(target)
+    keep = (lambda name: True) if reduced is None else (lambda name: name in reduced)
+    fixed = [a for a in CAPACITY_FIXED_ARMS if keep(a["name"])]
+    held = [{"name": f"{a['name']}.{level}", "dlfp": {**a["dlfp"], "itl_slo_ms": f"@itl_slo_{level}"}}
+            for a in SLO_ARMS if keep(a["name"]) for level in LEVELS]
+    return [{"name": REFERENCE} if a["name"] == REFERENCE and load == LOADS[0] else
+            {**a, "name": f"{a['name']}_{load}", "load": load} for a in [*fixed, *held] for load in LOADS]
+
+
+def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
+             targets: tuple[str, ...] = ("cpu-tiny", *MODELED_TARGETS, FIELD_TARGET)) -> list[tuple[Path, TrialConfig]]:
+    """One capacity run per target (module docstring); the studies' request mix everywhere but on
+    :data:`FIELD_TARGET`, which keeps its config's workload (arrival process and classes)."""
+    from dlfp.trials.sweep import LOADS
+
+    plan = []
+    for target in targets:
+        over = {**_common(trials, requests), "arms": capacity_arms(target), "reuse_engine": True,
+                "design": {"kind": "capacity", "load": LOADS[0], "enforce": False},
+                "name": f"study-capacity-{target}"}
+        if target == FIELD_TARGET:
+            raw = merge(_load(CONFIGS / "workloads-field.yaml"), over)
+        else:
+            over["workload"]["classes"] = MODELED_CLASSES
+            raw = target_config(target, over)
+        plan.append((Path(target), parse_config(raw)))
+    return plan
+
+
+STUDIES = {"baselines": baselines, "sensitivity": sensitivity, "explanations": explanations, "capacity": capacity}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,12 +251,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("study", choices=sorted(STUDIES))
     ap.add_argument("--out", type=Path, required=True, help="root folder; one run folder per entry below it")
     ap.add_argument("--trials", type=int, default=TRIALS)
-    ap.add_argument("--requests", type=int, default=REQUESTS)
+    ap.add_argument("--requests", type=int, default=None,
+                    help=f"requests per unit (default {REQUESTS}; capacity {CAPACITY_REQUESTS})")
     ap.add_argument("--only", nargs="+", help="run only these entries (folder names)")
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
     ap.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
     args = ap.parse_args(argv)
-    plan = STUDIES[args.study](args.trials, args.requests)
+    requests = args.requests or (CAPACITY_REQUESTS if args.study == "capacity" else REQUESTS)
+    plan = STUDIES[args.study](args.trials, requests)
     if args.only:
         unknown = sorted(set(args.only) - {str(d) for d, _ in plan})
         if unknown:
@@ -201,4 +273,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for folder, cfg in plan:
         print(f"{args.out / folder}: {run_trials(cfg, args.out / folder, allow_dirty=args.allow_dirty)['status']}")
+    if args.study == "capacity":
+        from dlfp.studies.capacity import write_tables
+
+        for path in write_tables(args.out):
+            print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -43,13 +42,12 @@ from dlfp.control.params import DLFPConfigError, parse_params
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.workload import PAPER_MIX_CLASSES, WorkloadSpec
 from dlfp.paths import model_path
-from dlfp.trials.design import DERIVED, DesignSpec
+from dlfp.trials.arms import ArmSpec, arm_engine, parse_arms
+from dlfp.trials.arms import config_error as _fail
+from dlfp.trials.design import DesignSpec
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 """Model precisions vLLM 0.32 takes for these models (``auto``: the checkpoint's own)."""
-REFERENCE = "stock"
-"""The arm every reduction is computed against: stock vLLM scheduling, no engine override."""
-ARM_ENGINE_KEYS = ("max_num_batched_tokens", "long_prefill_token_threshold", "max_num_seqs")
 DEFAULT_ARMS: list[dict[str, Any]] = [{"name": "stock"}, {"name": "dlfp", "dlfp": {}}]
 
 CPU_DEFAULT: dict[str, Any] = {
@@ -70,25 +68,8 @@ CPU_DEFAULT: dict[str, Any] = {
     },
     "slo": {"ttft_ms": 5000.0, "tpot_ms": 100.0},
     "telemetry_interval_s": 0.5,
+    "reuse_engine": False,
 }
-
-
-@dataclass(frozen=True)
-class ArmSpec:
-    """One arm: its name, DLFP parameters (``None``: stock scheduling) and engine overrides."""
-
-    name: str
-    dlfp: dict[str, Any] | None
-    engine: dict[str, Any]
-
-    @property
-    def label(self) -> str:
-        """What the arm is, in words, for tables: its DLFP parameters and engine overrides."""
-        parts = [f"{k}={v}" for k, v in sorted(self.engine.items())]
-        if self.dlfp is not None:
-            parts.insert(0, "DLFP" + (f"({', '.join(f'{k}={v}' for k, v in sorted(self.dlfp.items()))})"
-                                      if self.dlfp else ""))
-        return ", ".join(parts) or "stock vLLM"
 
 
 @dataclass(frozen=True)
@@ -106,9 +87,17 @@ class TrialConfig:
     tpot_slo_s: float
     telemetry_interval_s: float
     raw: dict[str, Any]
+    reuse_engine: bool = False
+    """Replay consecutive units of one engine configuration on one engine (:func:`dlfp.harness.arm.run_arms`)."""
 
-    def workload_spec(self, seed: int) -> WorkloadSpec:
-        return WorkloadSpec.from_dict({**self.workload, "seed": seed})
+    def workload_spec(self, seed: int, arm: str | None = None) -> WorkloadSpec:
+        """A trial's seeded workload; for ``arm``, at its own ``rate_rps`` and ``n_requests`` where it
+        has them: the first of the same requests, their arrival gaps scaled (every stream is drawn
+        element by element, and the gap stream does not depend on the rate's value)."""
+        a = None if arm is None else self.arm(arm)
+        own = {} if a is None else {k: v for k, v in (("rate_rps", a.rate_rps), ("n_requests", a.n_requests))
+                                     if v is not None}
+        return WorkloadSpec.from_dict({**self.workload, "seed": seed, **own})
 
     @property
     def arm_names(self) -> tuple[str, ...]:
@@ -142,31 +131,11 @@ class TrialConfig:
         return parse_config(merge(self.raw, overrides))
 
 
-def _fail(field: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"config field {field!r} = {value!r} is invalid: allowed {allowed}")
-
-
 def _number(raw: Mapping[str, Any], key: str, where: str, lo: float, hi: float) -> float:
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo < value <= hi:
         raise _fail(f"{where}.{key}" if where else key, value, f"a number in ({lo}, {hi}]")
     return float(value)
-
-
-def arm_engine(engine: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """An arm's engine settings: the config's, then the arm's overrides.
-
-    An arm that lowers the token budget below the config's ``max_num_seqs`` without setting
-    ``max_num_seqs`` itself runs with it lowered to the budget. vLLM refuses a budget below
-    ``max_num_seqs``, and a step cannot schedule more requests than it has tokens, so the lower
-    bound only limits how many requests may be running at once beyond that number. A
-    Sarathi-style budget of a few hundred tokens on a large model needs this.
-    """
-    out = {**engine, **overrides}
-    budget, seqs = out.get("max_num_batched_tokens"), out.get("max_num_seqs")
-    if "max_num_seqs" not in overrides and isinstance(budget, int) and isinstance(seqs, int) and budget < seqs:
-        out["max_num_seqs"] = budget
-    return out
 
 
 def _finite(value: Any) -> bool:
@@ -265,15 +234,26 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
         raise _fail("dlfp.enabled", merged["dlfp"]["enabled"], "unset: the runner sets it per arm")
     if "step_log" in merged["dlfp"]:
         raise _fail("dlfp.step_log", merged["dlfp"]["step_log"], "unset: the runner sets it per arm")
-    arms = _arms(merged["arms"], engine)
+    arms = parse_arms(merged["arms"], engine, _engine)
     try:
         design = DesignSpec.parse(merged["design"])
     except ValueError as exc:
         raise ValueError(str(exc)) from None
+    loaded = [i for i, a in enumerate(arms) if a.load is not None]
+    if loaded and design.kind != "capacity":
+        raise _fail(f"arms[{loaded[0]}].load", arms[loaded[0]].load, "unset: an arm's load belongs to a capacity "
+                    "design (design.kind: capacity), which turns it into the arm's rate")
+    reuse = merged["reuse_engine"]
+    if not isinstance(reuse, bool):
+        raise _fail("reuse_engine", reuse, "true or false")
     workload = dict(merged["workload"])
     if "seed" in workload:
         raise _fail("workload.seed", workload["seed"], "unset: trial seeds come from 'seeds'")
     spec = WorkloadSpec.from_dict({**workload, "seed": 0})  # validates every workload field
+    over = [i for i, a in enumerate(arms) if a.n_requests is not None and a.n_requests > spec.n_requests]
+    if over:
+        raise _fail(f"arms[{over[0]}].n_requests", arms[over[0]].n_requests,
+                    f"at most workload.n_requests = {spec.n_requests} (an arm replays the first of its trial's)")
     limit, field = min((engine.max_model_len, "engine.max_model_len"),
                        (spec.max_model_len or engine.max_model_len, "workload.max_model_len"))
     for i, c in enumerate(spec.classes):  # refused only after the pre-flight otherwise (vLLM, or the workload's draw)
@@ -295,71 +275,8 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
         ttft_slo_s=_number(slo, "ttft_ms", "slo", 0, 3.6e6) / 1000.0,
         tpot_slo_s=_number(slo, "tpot_ms", "slo", 0, 3.6e6) / 1000.0,
         telemetry_interval_s=_number(merged, "telemetry_interval_s", "", 0, 60),
-        raw=merged,
+        raw=merged, reuse_engine=reuse,
     )
-
-
-_ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
-
-
-def _arms(raw: Any, engine: EngineSpec) -> tuple[ArmSpec, ...]:
-    """Validate the ``arms`` list: unique folder-safe names, a plain ``stock`` reference."""
-    if not isinstance(raw, list) or not raw:
-        raise _fail("arms", raw, "a non-empty list of {name, dlfp, engine} mappings")
-    arms = []
-    for i, entry in enumerate(raw):
-        where = f"arms[{i}]"
-        if not isinstance(entry, Mapping):
-            raise _fail(where, entry, "a mapping {name, dlfp, engine}")
-        unknown = sorted(set(entry) - {"name", "dlfp", "engine"}, key=str)
-        if unknown:
-            raise ValueError(f"unknown key(s) {unknown} in config field {where!r}; known: ['dlfp', 'engine', 'name']")
-        name = entry.get("name")
-        if not isinstance(name, str) or not _ARM_NAME.match(name):
-            raise _fail(f"{where}.name", name, "lower-case letters, digits, '-', '_' or '.', at most 40")
-        dlfp = entry.get("dlfp")
-        if dlfp is not None:
-            if not isinstance(dlfp, Mapping):
-                raise _fail(f"{where}.dlfp", dlfp, "null (stock scheduling) or a mapping of DLFP parameters")
-            # enabled: false is an arm's own choice (a cadence baseline, control off); the rest is the runner's
-            bad = sorted(k for k in set(dlfp) & {"enabled", "step_log"} if not (k == "enabled" and dlfp[k] is False))
-            if bad:
-                raise _fail(f"{where}.dlfp.{bad[0]}", dlfp[bad[0]], "unset (enabled: false only): the runner sets it "
-                            "per arm")
-            try:
-                parse_params(_placeholders(dlfp, DERIVED_DLFP_KEYS, f"{where}.dlfp"))
-            except DLFPConfigError as exc:
-                raise ValueError(f"config field '{where}.dlfp': {exc}") from None
-        overrides = entry.get("engine") or {}
-        if not isinstance(overrides, Mapping) or set(overrides) - set(ARM_ENGINE_KEYS):
-            raise _fail(f"{where}.engine", overrides, f"a mapping with keys among {list(ARM_ENGINE_KEYS)}")
-        _engine({**arm_engine({k: v for k, v in engine.__dict__.items() if k not in ("dlfp", "sim", "extra")},
-                              _placeholders(overrides, DERIVED_ENGINE_KEYS, f"{where}.engine")),
-                 **({"sim": engine.sim} if engine.sim is not None else {})})
-        arms.append(ArmSpec(name, None if dlfp is None else dict(dlfp), dict(overrides)))
-    names = [a.name for a in arms]
-    if len(set(names)) != len(names):
-        raise _fail("arms", names, "unique arm names")
-    ref = next((a for a in arms if a.name == REFERENCE), None)
-    if ref is None or ref.dlfp is not None or ref.engine:
-        raise _fail("arms", names, f"a plain {REFERENCE!r} arm (no dlfp, no engine overrides): the reference")
-    return tuple(arms)
-
-
-DERIVED_DLFP_KEYS = ("chunk_min", "chunk_max", "chunk_init")
-DERIVED_ENGINE_KEYS = ("max_num_batched_tokens", "long_prefill_token_threshold")
-
-
-def _placeholders(values: Mapping[str, Any], keys: tuple[str, ...], where: str) -> dict[str, Any]:
-    """``values`` with each derived name (:data:`dlfp.trials.design.DERIVED`, allowed only under ``keys``)
-    replaced by a typical number, so the rest validates now; the design resolves it before any arm."""
-    out = dict(values)
-    for key, value in values.items():
-        if isinstance(value, str) and value.startswith("@"):
-            if value not in DERIVED or key not in keys:
-                raise _fail(f"{where}.{key}", value, f"a number, or one of {sorted(DERIVED)} for {list(keys)}")
-            out[key] = 256
-    return out
 
 
 def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

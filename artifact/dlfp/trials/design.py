@@ -33,7 +33,11 @@ below ``min_stall_share`` (a pooled P99 would not see the stalls), target not be
 predicted stall (DLFP never acts), or predicted engine load (prefill time of stock, and of
 DLFP, whose chunks each carry a decode step) above ``max_load`` (the queue would grow without
 bound). A *fixed* design (the paper's style: the config's rate and targets as written, one SLO
-for every model) is derived nothing but checked the same way.
+for every model) is derived nothing but checked the same way. A *capacity* design is one point of
+the capacity sweep (:mod:`dlfp.trials.sweep`): the config's request mix as written, at the rate that
+puts stock's predicted prefill load at ``design.load``, with SLO levels from the measurement; it is
+checked against nothing (a sweep goes past saturation on purpose); its arms may each run at their
+own load (``arms[].load``), all under the SLOs of the run's one pre-flight.
 
 Pure arithmetic; the modeled study (:mod:`dlfp.studies.generalization`) and the real runs share it.
 """
@@ -60,7 +64,7 @@ RULES_VERSION = 1
 """Bumped whenever a rule's formula or default changes; recorded with every derived design."""
 
 
-KINDS = ("scaled", "fixed")
+KINDS = ("scaled", "fixed", "capacity")
 
 
 class DesignError(ValueError):
@@ -122,6 +126,8 @@ class DesignSpec:
     kind: str = "scaled"
     enforce: bool = True
     rules: Rules = Rules()
+    load: float | None = None
+    """Capacity designs only: stock's predicted prefill load the workload's rate is set to."""
 
     @classmethod
     def parse(cls, raw: Any) -> DesignSpec:
@@ -129,7 +135,8 @@ class DesignSpec:
             return cls()
         if not isinstance(raw, Mapping):
             raise ValueError(f"config field 'design' = {raw!r} is invalid: allowed a mapping")
-        known = {"kind", "enforce"} | {f.name for f in fields(Rules)}
+        own = ("kind", "enforce", "load")
+        known = set(own) | {f.name for f in fields(Rules)}
         unknown = sorted(set(raw) - known, key=str)
         if unknown:
             raise ValueError(f"unknown design setting(s) {unknown}; known: {sorted(known)}")
@@ -139,7 +146,15 @@ class DesignSpec:
         enforce = raw.get("enforce", True)
         if not isinstance(enforce, bool):
             raise ValueError(f"config field 'design.enforce' = {enforce!r} is invalid: allowed true or false")
-        return cls(kind, enforce, Rules(**{k: v for k, v in raw.items() if k not in ("kind", "enforce")}))
+        load = raw.get("load")
+        if (kind == "capacity") != (load is not None):
+            raise ValueError("config field 'design.load' belongs to capacity designs: design.kind: capacity "
+                             "needs it, and no other kind takes it")
+        if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float))
+                                 or not math.isfinite(load) or not 0 < load <= 10):
+            raise ValueError(f"config field 'design.load' = {load!r} is invalid: allowed a share in (0, 10]")
+        return cls(kind, enforce, Rules(**{k: v for k, v in raw.items() if k not in own}),
+                   None if load is None else float(load))
 
 
 def _largest_share(m: Measured, w: Workload, rules: Rules, target_s: float) -> float:
@@ -170,6 +185,8 @@ class Design:
     prediction: Prediction
     overrides: dict[str, Any]
     problems: tuple[str, ...]
+    sweep: dict[str, Any] | None = None
+    """Capacity designs: :func:`dlfp.trials.sweep.sweep_record` (load, rate, SLO levels, bound)."""
 
     def record(self) -> dict[str, Any]:
         """JSON-ready, for the manifest: inputs, rules and version, derived values, checks."""
@@ -179,6 +196,7 @@ class Design:
             "measured": asdict(self.measured), "workload": asdict(self.workload),
             "predicted": {**asdict(p), "rate_rps": p.rate_rps, "long_share": p.long_share},
             "overrides": self.overrides, "problems": list(self.problems),
+            **({"sweep": self.sweep} if self.sweep is not None else {}),
         }
 
 
@@ -213,12 +231,14 @@ def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]
     """
     rules = spec.rules
     target_fraction = float((config.get("dlfp") or {}).get("target_fraction", 0.5))
+    if spec.kind == "capacity":
+        return _capacity(spec, m, w, config, target_fraction)
     if spec.kind == "fixed":
         rate = float(config["workload"]["rate_rps"])
         long_w = long_weight_share(config["workload"]["classes"])
         target_s = float((config.get("dlfp") or {}).get("itl_slo_ms", 100.0)) * target_fraction / 1e3
         p = predict(m, w, rate * long_w, rate * (1 - long_w), target_s)
-        arms = resolve_arms(config["arms"], derived_values(m, target_s, rules.decoders))
+        arms = resolve_arms(config["arms"], derived_values(m, w, target_s, rules.decoders))
         return Design("fixed", rules, m, w, p, {"arms": arms} if arms else {}, check(p, rules))
     itl_slo_ms = _round(rules.target_overheads * (m.decode_s + m.prefill_fixed_s) / target_fraction * 1e3)
     target_s = itl_slo_ms * target_fraction / 1e3
@@ -234,27 +254,61 @@ def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]
     }
     p = replace(p, long_rate_rps=overrides["workload"]["rate_rps"] * p.long_share,
                 short_rate_rps=overrides["workload"]["rate_rps"] * (1 - p.long_share))
-    arms = resolve_arms(config["arms"], derived_values(m, p.target_s, rules.decoders))
+    arms = resolve_arms(config["arms"], derived_values(m, w, p.target_s, rules.decoders))
     if arms:
         overrides["arms"] = arms
     return Design("scaled", rules, m, w, p, overrides, check(p, rules))
+
+
+def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any],
+              target_fraction: float) -> Design:
+    """A capacity sweep (module docstring; :mod:`dlfp.trials.sweep`): the config's mix, each arm at the
+    rate of its own ``load`` (else ``design.load``, the workload's rate) replaying the first
+    :func:`~dlfp.trials.sweep.requests_at_load` of the trial's requests (``workload.n_requests`` at the
+    top load), SLOs (and DLFP's ``itl_slo_ms``) at the tight level, nothing refused. The record's
+    ``sweep.arms`` gives each arm's load, rate and requests."""
+    from dlfp.trials.sweep import rate_at_load, requests_at_load, sweep_record
+
+    long_w = long_weight_share(config["workload"]["classes"])
+    sweep = sweep_record(m, w, long_w, float(spec.load))
+    tight = sweep["slos"]["tight"]
+    target_s = tight["itl_ms"] * target_fraction / 1e3
+    rate = sweep["rate_rps"]
+    p = predict(m, w, rate * long_w, rate * (1 - long_w), target_s)
+    arms = resolve_arms(config["arms"], derived_values(m, w, target_s, spec.rules.decoders)) or [
+        dict(a) for a in config["arms"]]
+    n_top = int(config["workload"]["n_requests"])
+    for a in arms:
+        load = float(a.get("load") or spec.load)
+        a["rate_rps"] = _round(rate_at_load(m, w, long_w, load))
+        a["n_requests"] = requests_at_load(load, n_top)
+    sweep["arms"] = {a["name"]: {"load": float(a.get("load") or spec.load), "rate_rps": a["rate_rps"],
+                                 "n_requests": a["n_requests"]} for a in arms}
+    overrides: dict[str, Any] = {"workload": {"rate_rps": rate}, "dlfp": {"itl_slo_ms": tight["itl_ms"]},
+                                 "slo": {"tpot_ms": tight["itl_ms"], "ttft_ms": tight["ttft_ms"]}, "arms": arms}
+    return Design("capacity", spec.rules, m, w, p, overrides, (), sweep)
 
 
 DERIVED: dict[str, str] = {
     "@target_chunk": "prefill tokens whose mixed step lasts DLFP's target T* (from the pre-flight's fit)",
     "@sarathi_budget": "a step token budget that lasts T* with the design's decoders in it (Sarathi-Serve's rule: "
                        "the budget from the latency target, by profiling)",
+    "@itl_slo_tight": "the capacity study's tight ITL SLO in ms (dlfp.trials.sweep: 5 measured decode steps)",
+    "@itl_slo_relaxed": "the capacity study's relaxed ITL SLO in ms (dlfp.trials.sweep: 25 measured decode steps)",
 }
 """Values an arm may name instead of a number; each design resolves them from its measurement."""
 
 
-def derived_values(m: Measured, target_s: float, decoders: float) -> dict[str, int]:
-    """:data:`DERIVED` for a measured engine and a target interval."""
+def derived_values(m: Measured, w: Workload, target_s: float, decoders: float) -> dict[str, float]:
+    """:data:`DERIVED` for a measured engine, a workload and a target interval."""
+    from dlfp.trials.sweep import derived_slos, slo_levels
+
     chunk = max(1, round(m.chunk_for(target_s)))
-    return {"@target_chunk": chunk, "@sarathi_budget": max(1, round(chunk + decoders))}
+    return {"@target_chunk": chunk, "@sarathi_budget": max(1, round(chunk + decoders)),
+            **derived_slos(slo_levels(m, w))}
 
 
-def resolve_arms(arms: list[Mapping[str, Any]], values: Mapping[str, int]) -> list[dict[str, Any]] | None:
+def resolve_arms(arms: list[Mapping[str, Any]], values: Mapping[str, float]) -> list[dict[str, Any]] | None:
     """The arms with every :data:`DERIVED` name replaced by its value; None when no arm names one."""
     used = False
 

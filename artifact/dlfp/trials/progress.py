@@ -204,14 +204,16 @@ class RunProgress:
         self.doing = "the run"
         self.line(f"pre-flight done in {duration(wall_s)}")
 
-    def unit(self, index: int, arm_requests: Sequence[Any]) -> ArmProgress:
-        """Announce unit ``index``; its replay reports through the returned callback."""
+    def unit(self, index: int, arm_requests: Sequence[Any], reused: bool = False) -> ArmProgress:
+        """Announce unit ``index`` (on a fresh engine, or on the one the unit before it ran on);
+        its replay reports through the returned callback."""
         u = self.units[index]
         self.label = f"trial {u['trial'] + 1}/{self.trials} {u['arm']} (unit {index + 1}/{len(self.units)})"
         self.doing = f"{self.label}, trial-{u['trial']}/{u['arm']}"
         arm = ArmProgress(self, len(arm_requests), max((r.arrival_s for r in arm_requests), default=0.0),
-                          units_after=sum(v.get("status") != "complete" for v in self.units[index + 1:]))
-        self.line(f"{self.label}: engine starting; {arm.status(arm.began)}")
+                          units_after=sum(v.get("status") != "complete" for v in self.units[index + 1:]),
+                          reused=reused)
+        self.line(f"{self.label}: {'engine reused' if reused else 'engine starting'}; {arm.status(arm.began)}")
         return arm
 
     def unit_done(self, index: int, record: Mapping[str, Any]) -> None:
@@ -246,8 +248,10 @@ class ArmProgress:
     """One arm's lines: the callback its replay calls with 1 per finished request, and once with 0 as
     the replay starts (:func:`dlfp.harness.driver.drive`), which is when its engine is up."""
 
-    def __init__(self, run: RunProgress, total: int, span_s: float, units_after: int) -> None:
+    def __init__(self, run: RunProgress, total: int, span_s: float, units_after: int, reused: bool = False) -> None:
         self.run, self.total, self.span_s, self.units_after = run, total, span_s, units_after
+        self.reused = reused
+        """On the engine of the unit before: no start to report, nor to learn the start time from."""
         self.began = self.reported_at = run.clock()
         self.done = self.reported = 0
         self.replay_started_s: float | None = None
@@ -255,7 +259,7 @@ class ArmProgress:
     def status(self, now: float) -> str:
         """``done/total requests, elapsed, ~left (run: ~left)`` at ``now``; unknown estimates are left out."""
         elapsed, guess = now - self.began, self.run.start_guess_s
-        left = arm_left_s(elapsed, self.span_s, self.replay_started_s, guess)
+        left = arm_left_s(elapsed, self.span_s, self.replay_started_s, 0.0 if self.reused else guess)
         run = run_left_s(left, self.run.walls, self.units_after, None if guess is None else guess + self.span_s)
         return (f"{self.done}/{self.total} requests, {duration(elapsed)} elapsed"
                 + ("" if left is None else f", ~{duration(left)} left")
@@ -264,9 +268,11 @@ class ArmProgress:
     def __call__(self, n: int) -> None:
         now = self.run.clock()
         if n == 0 and self.replay_started_s is None:
-            self.replay_started_s = self.run.start_guess_s = now - self.began
+            self.replay_started_s = now - self.began
             self.reported_at = now
-            self.run.line(f"{self.run.label}: engine up after {duration(now - self.began)}; {self.status(now)}")
+            if not self.reused:
+                self.run.start_guess_s = self.replay_started_s
+                self.run.line(f"{self.run.label}: engine up after {duration(now - self.began)}; {self.status(now)}")
             return
         self.done += n
         if due(self.done, self.total, self.reported, now - self.reported_at):

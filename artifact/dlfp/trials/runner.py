@@ -24,7 +24,6 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,25 +51,99 @@ def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list
     return requests
 
 
-def _run_unit(config: TrialConfig, out: Path, unit: dict[str, Any], requests: list[workload.Request],
-              on_request: Callable[[int], None]) -> dict[str, Any]:
-    from dlfp.harness.arm import run_arm
+WARMUP_REQUESTS = 16
+"""Requests a reused engine replays (discarded) before its first measured workload: the first of that
+workload's, at its rate, so prefill, decode and mixed steps have all run once (``dlfp bench reuse``)."""
 
+
+def _unit_requests(config: TrialConfig, out: Path, unit: dict[str, Any]) -> list[workload.Request]:
+    """What a unit replays: its trial's workload (saved, checked on resume), at the arm's own rate and
+    count where it has them (the first requests, arrivals rescaled: :meth:`TrialConfig.workload_spec`)."""
+    requests = _workload_for(config, out, unit["trial"], unit["seed"])
+    a = config.arm(unit["arm"])
+    if a.rate_rps is None and a.n_requests is None:
+        return requests
+    return workload.generate(config.workload_spec(unit["seed"], unit["arm"]))
+
+
+def _engine_groups(config: TrialConfig, units: list[dict[str, Any]]) -> list[list[int]]:
+    """The missing units in order, consecutive ones of one engine configuration grouped where the
+    config reuses engines (else one unit per engine)."""
+    groups: list[list[int]] = []
+    last = None
+    for i, unit in enumerate(units):
+        if unit["status"] == "complete":
+            last = None
+            continue
+        spec = config.engine_for(unit["arm"])
+        if config.reuse_engine and groups and spec == last:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+        last = spec
+    return groups
+
+
+def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress,
+               group: list[int]) -> None:
+    """Run units ``group`` (one engine configuration) on one engine, each unit's tables written and
+    recorded in the manifest as it finishes, so an interruption loses only the unit in flight."""
+    from dlfp.harness import arm
+    from dlfp.harness.arm import Job
+
+    units = [manifest["units"][i] for i in group]
+    work = []
+    for unit in units:
+        requests = _unit_requests(config, out, unit)
+        name = f"trial-{unit['trial']}/workload.parquet"
+        manifest.setdefault("workloads", {})[name] = sha256(out / name)
+        work.append(requests)
+    started = [0.0]
+
+    def prepare(j: int) -> Any:
+        """Unit ``j`` begins: a fresh partial folder, its clock, its progress line."""
+        unit = units[j]
+        trial_dir = out / f"trial-{unit['trial']}"
+        for stale in (trial_dir / f".{unit['arm']}.partial", trial_dir / unit["arm"]):
+            shutil.rmtree(stale, ignore_errors=True)  # not in the manifest as complete: incomplete
+        (trial_dir / f".{unit['arm']}.partial").mkdir(parents=True)
+        started[0] = time.monotonic()
+        return report.unit(group[j], work[j], reused=j > 0)
+
+    def done(j: int, result: Any) -> None:
+        i, unit = group[j], units[j]
+        manifest["units"][i] = _finish_unit(out, unit, result, started[0])
+        manifest["missing"] = missing_units(manifest)
+        write_json_atomic(out / MANIFEST, manifest)
+        report.unit_done(i, manifest["units"][i])
+
+    first = units[0]
+    shared = ", one engine" if len(units) > 1 else ""
+    names = ", ".join(f"trial-{u['trial']}/{u['arm']}" for u in units)
+    header = f"===== {now()} {names}"
+    log = out.parent / f".{out.name}.steps.jsonl"  # beside the folder, like the engine log: never in it
+    log.unlink(missing_ok=True)
+    progress = prepare(0)  # the first unit's clock includes the engine's start, as with one engine per unit
+    jobs = [Job(w, (lambda: progress) if j == 0 else (lambda j=j: prepare(j))) for j, w in enumerate(work)]
+    spec = config.engine_for(first["arm"])
+    try:
+        with output_to(engine_log(out), f"{header} (seed {first['seed']}{shared})"):
+            if config.reuse_engine:  # every unit on a warmed engine, the first of a group included
+                arm.run_arms(spec, jobs, log, done, config.telemetry_interval_s, warmup=work[0][:WARMUP_REQUESTS])
+            else:  # one engine per unit: the arm runner's own entry point (what tests stand in for)
+                done(0, arm.run_arm(spec, work[0], log, progress, config.telemetry_interval_s))
+    finally:
+        log.unlink(missing_ok=True)
+
+
+def _finish_unit(out: Path, unit: dict[str, Any], result: Any, started: float) -> dict[str, Any]:
+    """Write a finished unit's tables into place (atomically: a rename) and return its manifest record."""
     trial_dir = out / f"trial-{unit['trial']}"
-    final = trial_dir / unit["arm"]
-    partial = trial_dir / f".{unit['arm']}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.rmtree(final, ignore_errors=True)  # not in the manifest as complete: incomplete
-    partial.mkdir(parents=True)
-    started = time.monotonic()
-    with output_to(engine_log(out), f"===== {now()} trial-{unit['trial']}/{unit['arm']} (seed {unit['seed']})"):
-        result = run_arm(config.engine_for(unit["arm"]), requests, partial / "steps.jsonl",
-                         progress=on_request, telemetry_interval_s=config.telemetry_interval_s)
+    final, partial = trial_dir / unit["arm"], trial_dir / f".{unit['arm']}.partial"
     tables = {"requests": result.trace.requests, "tokens": result.trace.tokens,
               "steps": result.steps, "telemetry": result.telemetry}
     for name, df in tables.items():
         write_parquet(df, partial / f"{name}.parquet")
-    (partial / "steps.jsonl").unlink(missing_ok=True)  # now in steps.parquet
     os.replace(partial, final)
     lateness = pd.Series(result.trace.lateness_s, dtype=float)
     return {
@@ -116,7 +189,7 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: Ru
     design the checks refuse (and ``design.enforce`` keeps refused) is recorded as
     ``refused_design`` with status ``refused``, and a rerun measures afresh.
     """
-    from dlfp.trials.config import REFERENCE
+    from dlfp.trials.arms import REFERENCE
     from dlfp.trials.design import derive, refuse
     from dlfp.trials.prediction import workload_facts
     from dlfp.trials.preflight import run_preflight
@@ -153,16 +226,8 @@ def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
     """Every missing unit in order; on any exit but success the manifest says what is missing."""
     try:
         config = _design(config, out, manifest, report)
-        for i, unit in enumerate(manifest["units"]):
-            if unit["status"] == "complete":
-                continue
-            requests = _workload_for(config, out, unit["trial"], unit["seed"])
-            name = f"trial-{unit['trial']}/workload.parquet"
-            manifest.setdefault("workloads", {})[name] = sha256(out / name)
-            manifest["units"][i] = _run_unit(config, out, unit, requests, report.unit(i, requests))
-            manifest["missing"] = missing_units(manifest)
-            write_json_atomic(out / MANIFEST, manifest)
-            report.unit_done(i, manifest["units"][i])
+        for group in _engine_groups(config, manifest["units"]):
+            _run_group(config, out, manifest, report, group)
     except BaseException as exc:
         stop.stopping = True  # signals from here on are only noted: the manifest write must finish
         if manifest["status"] == "refused":

@@ -135,27 +135,46 @@ class _DLFPMixin:
         self._base_budget: int = self.max_num_scheduled_tokens
         self._base_adaptive: bool = self.adaptive_long_prefill_threshold
         self.dlfp_params = params
-        self.dlfp_controller = controller_for(params)
+        self._every = int(params.prefill_every)
+        self._inflight: dict[int, StepRecord] = {}
+        self._start_control()
+        self._segment = 0
+        self._header = {
+            "dlfp_version": __version__,
+            "scheduler": type(self).__name__,
+            "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
+            "executor": executor_name(vllm_config.parallel_config.distributed_executor_backend),
+            "params": {k: getattr(params, k) for k in params.__slots__},
+        }
+        self._log = StepLog(params.step_log, header=self._stamped_header()) if params.step_log else None
+        logger.info("dlfp: %s active with %s", type(self).__name__, params)
+
+    def _start_control(self) -> None:
+        """A fresh controller, signal tracker and step count: what an engine start begins with."""
+        self.dlfp_controller = controller_for(self.dlfp_params)
         self._fit: SLOController | None = (
             self.dlfp_controller if isinstance(self.dlfp_controller, SLOController) else None)
-        self._tracker = StepTracker(params.signal)
-        self._inflight: dict[int, StepRecord] = {}
+        self._tracker = StepTracker(self.dlfp_params.signal)
         self._step = 0
-        self._every = int(params.prefill_every)
-        self._log = (
-            StepLog(params.step_log, header={
-                "dlfp_version": __version__,
-                "scheduler": type(self).__name__,
-                "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
-                "executor": executor_name(vllm_config.parallel_config.distributed_executor_backend),
-                "params": {k: getattr(params, k) for k in params.__slots__},
-                "wall_time": time.time(),
-                "monotonic": time.monotonic(),
-                "pid": os.getpid(),
-            })
-            if params.step_log else None
-        )
-        logger.info("dlfp: %s active with %s", type(self).__name__, params)
+
+    def _stamped_header(self) -> dict[str, Any]:
+        return {**self._header, "segment": self._segment, "wall_time": time.time(), "monotonic": time.monotonic(),
+                "pid": os.getpid()}
+
+    def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
+        """vLLM's prefix-cache reset; on an idle engine (nothing running, waiting or in flight) DLFP
+        starts over too: a fresh controller, tracker and step count, and a new step-log segment
+        (:meth:`dlfp.control.steplog.StepLog.segment`). The harness resets an engine it reuses for
+        another workload this way, so the next workload meets the state a fresh engine would."""
+        done = super().reset_prefix_cache(reset_running_requests, reset_connector)
+        if not (self.running or self.waiting):
+            pending = list(self._inflight.values())
+            self._inflight.clear()
+            self._start_control()
+            self._segment += 1
+            if self._log is not None:
+                self._log.segment(self._stamped_header(), pending)
+        return done
 
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
         now = time.monotonic()

@@ -5,10 +5,14 @@ stock vLLM that they reach its P99 inter-token gap (3 of each decoder's 99 gaps)
 prompts arrive 150-450 ms into the decode, so the decoders are still running for all three
 even on a machine twice as fast as CI's (arrivals 0.4-1.4 s in once missed the last one or
 two, and stock's P99 fell to an ordinary decode step). A first long prompt arrives alone.
-Each arm starts a fresh engine (about a minute on 2 cores).
+Each arm starts a fresh engine (about a minute on 2 cores); the DLFP arm's engine first replays a
+short warm-up and is reset (:func:`dlfp.harness.arm.run_arms`, as the capacity study reuses engines),
+so the reset and the step log's segments are exercised on the real engine at no extra start.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +20,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from dlfp.analysis.metrics import itl_gaps
-from dlfp.harness.arm import ArmResult, run_arm
+from dlfp.harness.arm import ArmResult, Job, run_arm, run_arms
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.workload import Request
 
@@ -39,14 +43,39 @@ def workload() -> list[Request]:
     return reqs
 
 
+WARMUP = [_req("w0", 50, 0.0, 32, 40), _req("w1", 51, 0.05, 1500, 2), _req("w2", 52, 0.15, 1500, 2)]
+"""The DLFP arm's warm-up: two long prompts beside a decoder, so its controller adapts (state to forget)."""
+
+
 @pytest.fixture(scope="module")
-def arms(tmp_path_factory) -> dict[str, ArmResult]:
+def engines(tmp_path_factory) -> tuple[dict[str, ArmResult], Path]:
+    """Both arms, and the DLFP engine's step log (its warm-up segment included)."""
     tmp = tmp_path_factory.mktemp("arms")
-    return {
-        name: run_arm(EngineSpec(dlfp={} if on else {"enabled": False}), workload(),
-                      tmp / f"{name}.jsonl")
-        for name, on in (("stock", False), ("dlfp", True))
-    }
+    out = {"stock": run_arm(EngineSpec(dlfp={"enabled": False}), workload(), tmp / "stock.jsonl")}
+    run_arms(EngineSpec(dlfp={}), [Job(workload(), lambda: None)], tmp / "dlfp.jsonl",
+             lambda _, result: out.setdefault("dlfp", result), warmup=WARMUP)
+    return out, tmp / "dlfp.jsonl"
+
+
+@pytest.fixture(scope="module")
+def arms(engines) -> dict[str, ArmResult]:
+    return engines[0]
+
+
+def test_a_reused_engine_reports_only_its_workloads_steps_from_a_fresh_controller(engines) -> None:
+    """The warm-up's steps stay in the log's first segment, where the chunk adapted; the workload's
+    start at step 0 with DLFP's initial chunk again, and none schedules a warm-up request."""
+    from dlfp.control.steplog import read_step_log
+
+    arms, log = engines
+    [(first, warm), (second, _), *_] = list(read_step_log(log))
+    assert (first["segment"], second["segment"]) == (0, 1)
+    assert any(r["chunk"] != 256.0 for r in warm)
+    steps = arms["dlfp"].steps.sort_values("step")
+    assert steps.step.iloc[0] == 0 and steps.step.is_unique
+    assert steps.chunk.iloc[0] == 256.0  # chunk_init: the warm-up's adaptation was forgotten
+    sent = set(arms["dlfp"].trace.requests.request_id)
+    assert sent == {r.request_id for r in workload()} and not sent & {r.request_id for r in WARMUP}
 
 
 def decoder_gaps(arm: ArmResult) -> np.ndarray:

@@ -128,7 +128,7 @@ def test_ttft_spread_is_over_fixed_budgets_only() -> None:
 def test_kind_tells_a_prefill_cadence_from_caps_budgets_and_control() -> None:
     """An arm whose ``prefill_every`` is above 1 is a cadence, with stock's chunks or a fixed cap; a
     mapping that turns control off without a cadence is stock scheduling, as no mapping is."""
-    from dlfp.trials.config import ArmSpec
+    from dlfp.trials.arms import ArmSpec
 
     cap = {"chunk_min": 64, "chunk_max": 64, "chunk_init": 64}
     assert frontier.kind(ArmSpec("cadence-4", {"enabled": False, "prefill_every": 4}, {})) == "cadence"

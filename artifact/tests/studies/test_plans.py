@@ -61,3 +61,29 @@ def test_cadence_arms_parse_as_arms_of_a_study_config() -> None:
             assert cfg.engine_for(name).dlfp["prefill_every"] in (2, 4, 8)
         assert cfg.engine_for("cadence-4").dlfp["enabled"] is False
         assert cfg.engine_for("cadence-4-cap").dlfp["enabled"] is True
+
+
+def test_the_capacity_plan_runs_every_arm_at_every_load_and_slo_arms_per_level() -> None:
+    from dlfp.trials.sweep import LEVELS, LOADS
+
+    plan = dict(plans.capacity())
+    assert [str(d) for d in plan] == ["cpu-tiny", *plans.MODELED_TARGETS, plans.FIELD_TARGET]
+    reduced = {"cpu-tiny": plans.CPU_CAPACITY_ARMS, plans.FIELD_TARGET: plans.FIELD_CAPACITY_ARMS}
+    for target, cfg in plan.items():
+        assert cfg.design.kind == "capacity" and cfg.reuse_engine and len(cfg.seeds) == plans.TRIALS
+        bases = {a.name.rpartition("_")[0] or a.name for a in cfg.arms}
+        held = {f"{a['name']}.{lv}" for a in plans.SLO_ARMS for lv in LEVELS}
+        fixed = {a["name"] for a in plans.CAPACITY_FIXED_ARMS}
+        keep = reduced.get(str(target))
+        want = {b for b in fixed | held if keep is None or b.split(".")[0] in keep}
+        assert bases == want
+        assert len(cfg.arms) == len(want) * len(LOADS)
+        # An arm's loads are consecutive (one engine serves them), the plain stock is the lowest load's.
+        names = cfg.arm_names
+        assert names[:len(LOADS)] == ("stock", *(f"stock_{lv}" for lv in LOADS[1:]))
+        assert cfg.arm("dlfp-slo.tight_0.6").dlfp == {"controller": "slo", "itl_slo_ms": "@itl_slo_tight"}
+        assert cfg.arm("dlfp-slo.tight_0.6").load == 0.6 and cfg.arm("stock").load is None
+    known = {a["name"] for a in plans.CAPACITY_FIXED_ARMS + plans.SLO_ARMS}
+    assert not (set(plans.CPU_CAPACITY_ARMS) | set(plans.FIELD_CAPACITY_ARMS)) - known
+    field = plan[plans.Path(plans.FIELD_TARGET)]
+    assert field.workload["arrival"] == {"kind": "gamma", "burstiness": 0.5} and len(field.workload["classes"]) == 3

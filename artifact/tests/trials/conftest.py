@@ -13,6 +13,7 @@ def fake(monkeypatch):
     def install(measured: Measured = CPU_LIKE, **kw) -> FakeArms:
         arms = FakeArms(**kw)
         monkeypatch.setattr("dlfp.harness.arm.run_arm", arms)
+        monkeypatch.setattr("dlfp.harness.arm.run_arms", arms.many)
         monkeypatch.setattr("dlfp.trials.preflight.run_preflight", fake_preflight(measured))
         return arms
     return install

@@ -26,6 +26,10 @@ class FakeArms:
 
     def __init__(self, fail_at: int | None = None, fail: BaseException | None = None) -> None:
         self.calls: list[bool] = []
+        self.engines: list[int] = []
+        self.warmups: list[int] = []
+        """Warm-up requests each engine of :meth:`many` replayed first."""
+        """Workloads per engine that :meth:`many` ran (one engine per unit goes through ``__call__`` alone)."""
         self.fail_at, self.fail = fail_at, fail
 
     def __call__(self, spec, requests, step_log: Path, progress=None, telemetry_interval_s=0.5):
@@ -42,6 +46,14 @@ class FakeArms:
         steps = pd.DataFrame({"step": [0], "schedule_t": [0.0], "complete_t": [0.01]})
         tele = pd.DataFrame({"t_s": [0.0], "source": ["cpu"], "metric": ["util_pct"], "value": [50.0]})
         return ArmResult(TrialTrace(reqs, toks, 0.0, [0.0] * len(requests)), steps, tele, dict(RAN))
+
+    def many(self, spec, jobs, step_log: Path, done, telemetry_interval_s=0.5, warmup=()) -> None:
+        """Stands in for ``dlfp.harness.arm.run_arms``: one engine start (``engines``), every job on it."""
+        self.engines.append(len(jobs))
+        self.warmups.append(len(warmup))
+        for i, job in enumerate(jobs):
+            job.begin()
+            done(i, self(spec, job.requests, step_log))
 
 
 RAN = {"scheduler": "DLFPScheduler", "async_scheduling": False, "executor": "fake"}

@@ -19,11 +19,10 @@ from typing import Any
 import pytest
 
 from dlfp.paths import CONFIGS, REPO_ROOT
+from dlfp.trials.arms import REFERENCE, ArmSpec
 from dlfp.trials.config import (
     CPU_DEFAULT,
     DEFAULT_ARMS,
-    REFERENCE,
-    ArmSpec,
     TrialConfig,
     load_config,
     merge,

@@ -249,3 +249,20 @@ def test_the_engine_log_lies_beside_the_folder_whatever_the_path_looks_like(tmp_
     monkeypatch.chdir(tmp_path)
     assert engine_log(Path("data/runs/x/")) == Path("data/runs/x.engine.log")
     assert engine_log(Path(".")) == tmp_path.parent / f"{tmp_path.name}.engine.log"
+
+
+def test_a_unit_on_a_reused_engine_says_so_and_keeps_the_start_estimate(tmp_path) -> None:
+    units = [{"trial": 0, "seed": 0, "arm": a, "status": "missing"} for a in ("stock", "stock_fast")]
+    out, clock = io.StringIO(), Clock()
+    report = RunProgress(tmp_path / "run", {"units": units}, out, clock)
+    requests = [SimpleNamespace(arrival_s=1.0)]
+    first = report.unit(0, requests)
+    clock.t += 30
+    first(0)  # a fresh engine is up after 30 s
+    report.unit_done(0, {**units[0], "status": "complete", "wall_s": 31.0})
+    second = report.unit(1, requests, reused=True)
+    second(0)
+    lines = _lines(out)
+    assert lines[-1].startswith("[run] trial 1/1 stock_fast (unit 2/2): engine reused; 0/1 requests")
+    assert not any("engine up" in line for line in lines[lines.index(lines[-1]):])
+    assert report.start_guess_s == 30  # the next fresh engine is still estimated from a real start

@@ -181,3 +181,52 @@ def test_dead_engine_core_fails_the_run_with_exit_code_1(tmp_path, fake, capsys)
     m = manifest(out)
     assert m["status"] == "failed" and m["error"].startswith("EngineCoreDied: ") and m["interrupted_by"] is None
     assert len(m["missing"]) == 3
+
+
+REUSE = {**CONFIG, "reuse_engine": True, "arms": [
+    {"name": "stock"}, {"name": "stock_fast", "rate_rps": 100.0}, {"name": "dlfp", "dlfp": {}},
+    {"name": "dlfp_fast", "dlfp": {}, "rate_rps": 100.0}]}
+
+
+def test_consecutive_units_of_one_engine_share_it_and_each_replays_at_its_own_rate(tmp_path, fake) -> None:
+    """``reuse_engine``: units of one engine configuration that follow each other run on one engine
+    (trial 1 starts one arm later, so its stock pair is split), each unit is written as it finishes,
+    and an arm with its own rate replays the trial's requests at that rate."""
+    arms = fake()
+    out = tmp_path / "run"
+    m = runner.run_trials(parse_config(REUSE), out, progress=False)
+    assert m["status"] == "complete"
+    # trial 0: stock pair, dlfp pair; trial 1 (rotated): stock_fast, dlfp pair, stock; each warmed first
+    assert arms.engines == [2, 2, 1, 2, 1] and arms.warmups == [3] * 5  # the 3-request workload's first 16
+    assert arms.calls == [False, False, True, True, False, True, True, False]
+    import pandas as pd
+
+    slow = pd.read_parquet(out / "trial-0" / "stock" / "requests.parquet")
+    fast = pd.read_parquet(out / "trial-0" / "stock_fast" / "requests.parquet")
+    assert list(fast.prompt_len) == list(slow.prompt_len)
+    from dlfp.trials.config import run_config
+
+    base = run_config(m).workload["rate_rps"]  # the design's rate; stock_fast runs at 100 req/s
+    assert fast.arrival_s.tolist() == pytest.approx((slow.arrival_s * base / 100.0).tolist())
+    assert not list(tmp_path.glob(".*steps.jsonl"))  # the engine's step log beside the folder is gone
+
+
+def test_an_interrupt_on_a_shared_engine_keeps_the_units_it_finished(tmp_path, fake) -> None:
+    fake(fail_at=2, fail=KeyboardInterrupt())
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_trials(parse_config(REUSE), out, progress=False)
+    m = manifest(out)
+    assert m["status"] == "interrupted"
+    assert [u["arm"] for u in m["units"] if u["status"] == "complete"] == ["stock"]
+    arms = fake()
+    assert runner.run_trials(parse_config(REUSE), out, progress=False)["status"] == "complete"
+    # The resumed trial-0 stock_fast alone (its pair is done), then the dlfp pairs; trial 1's stock units
+    # are split by its rotated order, one engine each.
+    assert arms.engines == [1, 2, 1, 2, 1] and len(arms.calls) == 7
+
+
+def test_without_reuse_every_unit_gets_its_own_engine(tmp_path, fake) -> None:
+    arms = fake()
+    runner.run_trials(parse_config({**REUSE, "reuse_engine": False}), tmp_path / "run", progress=False)
+    assert arms.engines == [] and len(arms.calls) == 8  # every unit through run_arm: a fresh, cold engine

@@ -7,6 +7,7 @@ off in a real engine; the sync variant is also run in a real engine in
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from typing import Any
@@ -387,7 +388,7 @@ def test_the_slo_controller_fits_the_step_cost_and_holds_the_slo(monkeypatch, tm
     fit = s.dlfp_controller
     assert fit.model.warm and fit.model.rel_error < 0.01  # an exact plant is learnt exactly
     # The batch sums: between two decode-only steps of the same eight decoders, each adds one token.
-    steady = [(a, b) for a, b in zip(rows, rows[1:], strict=False)
+    steady = [(a, b) for a, b in itertools.pairwise(rows)
               if a["decode_reqs"] == b["decode_reqs"] == 8 and a["prefill_tokens"] == b["prefill_tokens"] == 0]
     assert steady and all(b["decode_context"] - a["decode_context"] == 8 for a, b in steady)
     warm = [r for r in rows if r["budget_s"] is not None and r["prefill_tokens"] > 0 and r["decode_reqs"] > 0]
@@ -424,3 +425,38 @@ def test_the_slo_controller_says_so_when_no_chunk_meets_the_slo(monkeypatch) -> 
         s.update_from_output(out, produced)
     warm = [r for r in records if r.budget_s is not None]
     assert warm and all(r.infeasible and r.cap == 32 for r in warm)
+
+
+@pytest.mark.parametrize("controller", ["law", "slo"])
+def test_an_idle_reset_starts_control_over_with_a_new_step_log_segment(tmp_path, controller: str) -> None:
+    """``reset_prefix_cache`` on an idle engine (how the harness reuses one for another workload) gives
+    the next workload a fresh controller, tracker and step count, and its own step-log segment; the
+    second workload then schedules exactly as the first did on a fresh scheduler."""
+    from dlfp.control.steplog import read_step_log
+
+    log = tmp_path / "steps.jsonl"
+    fixed = DLFP if controller == "law" else {}  # a fixed cap: the law's steps do not depend on timing
+    s = make_scheduler(DLFPScheduler, async_scheduling=False,
+                       dlfp={**fixed, "controller": controller, "itl_slo_ms": 20.0, "step_log": str(log)})
+    first = run_to_completion(s, workload(), async_depth=1)
+    assert s._step == len(first) and s.reset_prefix_cache()
+    assert s._step == 0 and s._tracker._last_completed is None
+    assert s.dlfp_controller.chunk == (s.dlfp_params.chunk_init if controller == "law" else 128)
+    second = run_to_completion(s, workload(), async_depth=1)
+    s.shutdown()
+    segments = list(read_step_log(log))
+    assert [h["segment"] for h, _ in segments] == [0, 1]
+    assert [len(rows) for _, rows in segments] == [len(first), len(second)]
+    assert [r["step"] for r in segments[1][1]] == list(range(len(second)))
+    if controller == "law":
+        assert [o.num_scheduled_tokens for o in first] == [o.num_scheduled_tokens for o in second]
+
+
+def test_a_reset_while_requests_run_leaves_control_alone() -> None:
+    s = make_scheduler(DLFPScheduler, async_scheduling=False, dlfp=DLFP)
+    for r in workload()[0]:
+        s.add_request(r)
+    s.schedule()
+    step = s._step
+    s.reset_prefix_cache()
+    assert s._step == step == 1

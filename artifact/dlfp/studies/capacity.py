@@ -1,0 +1,264 @@
+"""Capacity and goodput under SLOs, from the capacity study's run folders (traces only).
+
+The study (:func:`dlfp.studies.plans.capacity`) writes one run folder per target, ``<root>/<target>/``,
+whose arms are each arm of the study at each load (``<name>_<load>``); its design records every arm's
+load and rate, the two SLO levels and the capacity bound (:mod:`dlfp.trials.sweep`). From the traces:
+
+* per point, arm, trial and SLO level (:func:`point_rows`): pooled P99 ITL, P99 TTFT, SLO
+  attainment (the share of all requests with TTFT and TPOT within the level's SLOs, as ``vllm bench
+  serve``'s goodput test) and goodput, the rate of arriving requests that meet both (offered rate x
+  attainment: a run's duration includes the drain of its last requests, which a short point's count
+  would make dominate). An arm that holds an
+  SLO given to it (``<name>.<level>``) counts only at its own level; any other arm at both.
+* per target, level and arm (:func:`capacity_table`): the capacity of each trial is the highest rate
+  whose P99 ITL and P99 TTFT both stay within the SLOs, interpolated between the last point that
+  meets them and the first that does not (linearly, on the worse of the two P99s over its SLO);
+  a trial whose every point meets them is *censored above* (its capacity is at least the top rate),
+  one whose lowest point fails *censored below*. Across trials: the mean and Student's t interval of
+  uncensored capacities, and the mean ratio to stock's capacity in the same trial (paired by seed).
+
+:func:`write_tables` writes ``capacity.parquet`` (one row per target, level and arm) and
+``points.parquet`` beside the target folders, atomically, for the book to read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dlfp.analysis import metrics
+from dlfp.analysis.runs import RunData, load_run
+from dlfp.analysis.stats import t_ci
+from dlfp.trials.arms import REFERENCE
+from dlfp.trials.runfolder import write_parquet
+from dlfp.trials.sweep import LEVELS
+
+CENSORED = ("none", "above", "below")
+"""A trial's capacity is interpolated (none), at least the top rate (above) or under the lowest (below)."""
+
+
+def split_arm(arm: str) -> tuple[str, str | None]:
+    """``("dlfp", "tight")`` for an arm holding a given SLO, ``("stock", None)`` for any other (the
+    load suffix ``_<load>`` of a sweep's unit arm removed first)."""
+    base, sep, load = arm.rpartition("_")
+    if sep and load.replace(".", "", 1).isdigit():
+        arm = base
+    base, _, level = arm.rpartition(".")
+    return (base, level) if base and level in LEVELS else (arm, None)
+
+
+FAMILIES = ("stock", "fixed budget", "cap", "cadence", "DLFP law", "SLO controller")
+"""Arm families, in the order figures key them."""
+
+
+def family(arm: str) -> str:
+    """An arm's family (:data:`FAMILIES`): vLLM's own knobs are fixed budgets (a token budget, a
+    per-request threshold, Sarathi's rule), a fixed cap on mixed steps (also P-PAS's switch), a prefill
+    cadence (with or without a cap), the paper's law in any variant, or the SLO controller."""
+    if arm == "stock":
+        return "stock"
+    if arm.startswith("cadence-"):
+        return "cadence"
+    if arm in ("cap", "ppas"):
+        return "cap"
+    if arm == "dlfp-slo":
+        return "SLO controller"
+    if arm.startswith("dlfp"):
+        return "DLFP law"
+    return "fixed budget"
+
+
+def point_rows(run: RunData, target: str) -> pd.DataFrame:
+    """One row per trial, finished unit and SLO level it is judged at (module docstring)."""
+    sweep = run.manifest["design"]["sweep"]
+    source = run.manifest["design"]["measured"]["source"]
+    rows = []
+    for k, arm in sorted(run.tables):
+        base, held = split_arm(arm)
+        point = sweep["arms"][arm]
+        requests, tokens = run.tables[(k, arm)]["requests"], run.tables[(k, arm)]["tokens"]
+        summary = metrics.summarize(requests, tokens, math.inf, math.inf)
+        for level in (held,) if held else LEVELS:
+            slo = sweep["slos"][level]
+            attained = metrics.slo_compliance(requests, slo["ttft_ms"] / 1e3, slo["itl_ms"] / 1e3)
+            rows.append({
+                "target": target, "level": level, "arm": base, "family": family(base), "unit_arm": arm, "trial": k,
+                "seed": run.config.seeds[k], "load": point["load"], "rate_rps": point["rate_rps"],
+                "itl_p99_ms": summary["itl_p99_ms"], "ttft_p99_ms": summary["ttft_p99_ms"],
+                "itl_slo_ms": slo["itl_ms"], "ttft_slo_ms": slo["ttft_ms"], "attainment": attained,
+                "goodput_rps": attained * point["rate_rps"],
+                "bound_rps": sweep["bound_rps"][level], "source": source,
+            })
+    return pd.DataFrame(rows)
+
+
+def margin(itl_p99_ms: float, ttft_p99_ms: float, itl_slo_ms: float, ttft_slo_ms: float) -> float:
+    """How far the worse of the two P99s is over its SLO, as a share (<= 0: both met)."""
+    return max(itl_p99_ms / itl_slo_ms, ttft_p99_ms / ttft_slo_ms) - 1.0
+
+
+def trial_capacity(rates: Iterable[float], margins: Iterable[float]) -> tuple[float, str, float, float]:
+    """(capacity, censored, bracket low, bracket high) of one trial's sweep (module docstring).
+
+    Points are taken in rate order; the first failing point ends the search, so a rate that meets the
+    SLOs again above a failure does not count (a queue past saturation does not recover)."""
+    pts = sorted(zip(rates, margins, strict=True))
+    if not pts or any(not math.isfinite(r) or r <= 0 for r, _ in pts):
+        raise ValueError(f"a capacity needs positive finite rates; got {[r for r, _ in pts]}")
+    if any(r1 == r0 for (r0, _), (r1, _) in itertools.pairwise(pts)):
+        raise ValueError(f"a capacity sweep repeats a rate: {[r for r, _ in pts]}")
+    for i, (r, m) in enumerate(pts):
+        if not m <= 0:  # NaN (no gaps, nothing finished) fails too
+            if i == 0:
+                return 0.0, "below", 0.0, r
+            r0, m0 = pts[i - 1]
+            cross = r0 + (r - r0) * (-m0 / (m - m0)) if math.isfinite(m) else r0
+            return min(r, max(r0, cross)), "none", r0, r  # rounding never leaves the bracket
+    return pts[-1][0], "above", pts[-1][0], math.inf
+
+
+def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per target, level and arm: capacity, interval, brackets, SLOs, bound (module docstring).
+
+    A trial counts only where every point of its target's sweep is present for the arm."""
+    per_trial = []
+    n_points = points.groupby("target")["rate_rps"].nunique()
+    for (target, level, arm, trial), g in points.groupby(["target", "level", "arm", "trial"], sort=False):
+        if g["rate_rps"].nunique() < n_points[target]:
+            continue
+        m = [margin(*row) for row in g[["itl_p99_ms", "ttft_p99_ms", "itl_slo_ms", "ttft_slo_ms"]].to_numpy()]
+        cap, censored, lo, hi = trial_capacity(g["rate_rps"].tolist(), m)
+        per_trial.append({"target": target, "level": level, "arm": arm, "trial": trial, "capacity_rps": cap,
+                          "censored": censored, "bracket_low_rps": lo, "bracket_high_rps": hi})
+    if not per_trial:
+        return pd.DataFrame(columns=COLUMNS)
+    trials = pd.DataFrame(per_trial)
+    stock = trials[trials.arm == REFERENCE].set_index(["target", "level", "trial"])["capacity_rps"]
+    facts = points.groupby(["target", "level"]).agg(
+        itl_slo_ms=("itl_slo_ms", "first"), ttft_slo_ms=("ttft_slo_ms", "first"),
+        bound_rps=("bound_rps", "first"), source=("source", "first"),
+        min_rate_rps=("rate_rps", "min"), max_rate_rps=("rate_rps", "max"))
+    rows = []
+    for (target, level, arm), g in trials.groupby(["target", "level", "arm"], sort=False):
+        caps = g["capacity_rps"].to_numpy(dtype=float)
+        estimated = bool(g["censored"].eq("none").all())  # else the mean is a bound, with no interval
+        value, lo, hi = t_ci(caps) if estimated and len(caps) >= 2 else (float(caps.mean()), math.nan, math.nan)
+        ref = [stock.get((target, level, k), math.nan) for k in g["trial"]]
+        ratios = [c / s for c, s in zip(caps, ref, strict=True) if s > 0 and math.isfinite(s)]
+        f = facts.loc[(target, level)]
+        rows.append({
+            "target": target, "level": level, "arm": arm, "family": family(arm), "capacity_rps": value,
+            "ci_low_rps": lo, "ci_high_rps": hi,
+            "n_trials": len(g), "censored": _censored(g["censored"]),
+            "bracket_low_rps": float(g["bracket_low_rps"].min()),
+            "bracket_high_rps": float(g["bracket_high_rps"].max()),
+            "vs_stock": float(np.mean(ratios)) if len(ratios) == len(g) else math.nan,
+            "share_of_bound": value / f["bound_rps"] if f["bound_rps"] > 0 else math.nan,
+            **{c: f[c] for c in ("itl_slo_ms", "ttft_slo_ms", "bound_rps", "min_rate_rps", "max_rate_rps", "source")},
+        })
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+COLUMNS = ["target", "level", "arm", "family", "capacity_rps", "ci_low_rps", "ci_high_rps", "n_trials", "censored",
+           "bracket_low_rps", "bracket_high_rps", "vs_stock", "share_of_bound", "itl_slo_ms", "ttft_slo_ms",
+           "bound_rps", "min_rate_rps", "max_rate_rps", "source"]
+"""``capacity.parquet``'s columns; a censored row has no interval (its mean is a bound, not an estimate)."""
+
+
+def _censored(values: pd.Series) -> str:
+    """One word for a row: none, above or below where every trial agrees, else mixed."""
+    kinds = set(values)
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def study_points(root: Path) -> pd.DataFrame:
+    """Every finished unit of the capacity runs under ``root`` (``<target>/``) as :func:`point_rows`;
+    an unfinished run counts with the units it has."""
+    frames = []
+    for manifest in sorted(Path(root).glob("*/manifest.json")):
+        run = load_run(manifest.parent, tables=("requests", "tokens"), allow_partial=True)
+        if "sweep" in (run.manifest.get("design") or {}):
+            frames.append(point_rows(run, manifest.parent.name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def write_tables(root: Path) -> list[Path]:
+    """``points.parquet`` and ``capacity.parquet`` under ``root`` (none when no point has finished)."""
+    points = study_points(root)
+    if points.empty:
+        return []
+    paths = [Path(root) / "points.parquet", Path(root) / "capacity.parquet"]
+    write_parquet(points, paths[0])
+    write_parquet(capacity_table(points), paths[1])
+    return paths
+
+
+def summary_lines(table: pd.DataFrame) -> list[str]:
+    """Per target and level: stock's capacity and each arm's, for the closing lines of a run."""
+    out: list[str] = []
+    for (target, level), g in table.groupby(["target", "level"], sort=False):
+        cells = ", ".join(f"{r.arm} {_fmt(r)}" for r in g.itertuples())
+        out.append(f"{target} ({level}: ITL {g.itl_slo_ms.iloc[0]:g} ms, TTFT {g.ttft_slo_ms.iloc[0]:g} ms): {cells}")
+    return out
+
+
+def _fmt(row: Any) -> str:
+    if row.censored == "above":
+        return f">= {row.capacity_rps:.3g} req/s"
+    if row.censored == "below":
+        return f"< {row.bracket_high_rps:.3g} req/s"
+    return f"{row.capacity_rps:.3g} req/s"
+
+
+FIXED_BUDGET = "mbt-"
+"""The fixed-budget arms' name prefix (``mbt-<max_num_batched_tokens>``)."""
+DEFAULTS = "dlfp"
+"""DLFP with its default parameters and ``itl_slo_ms`` at the level's SLO, as a user would set it."""
+
+
+def best_single_budget(table: pd.DataFrame) -> str | None:
+    """The fixed budget a deployer would pick without knowing the target: the one whose capacity,
+    as a share of each target and level's best arm, is highest on average (None without one)."""
+    shares = _shares(table)
+    fixed = shares[shares.arm.str.startswith(FIXED_BUDGET)]
+    if fixed.empty:
+        return None
+    return str(fixed.groupby("arm")["share"].mean().idxmax())
+
+
+def _shares(table: pd.DataFrame) -> pd.DataFrame:
+    """Each row's capacity as a share of its target and level's highest (a censored row counts at
+    its bound: at least the top rate, or 0 below the lowest)."""
+    t = table.copy()
+    best = t.groupby(["target", "level"])["capacity_rps"].transform("max")
+    t["share"] = (t["capacity_rps"] / best).where(best > 0)
+    return t
+
+
+def which_setting(table: pd.DataFrame) -> pd.DataFrame:
+    """Per target and SLO level: the arm with the highest capacity, and how DLFP's defaults and the
+    best single fixed budget across all targets (:func:`best_single_budget`) compare with it.
+
+    A best arm whose capacity is censored above (every point met the SLOs) is "at least" the top
+    rate and may tie others there: they are listed together. Columns: target, level, best (the
+    arms), best_rps, censored, defaults_share, budget, budget_share (capacity / best's)."""
+    shares = _shares(table)
+    budget = best_single_budget(table)
+    rows = []
+    for (target, level), g in shares.groupby(["target", "level"], sort=False):
+        top = g[g["share"] == 1.0] if g["share"].notna().any() else g.iloc[0:0]
+        lookup = g.set_index("arm")["share"]
+        rows.append({
+            "target": target, "level": level, "best": ", ".join(sorted(top["arm"])) or "none meets the SLOs",
+            "best_rps": float(top["capacity_rps"].max()) if len(top) else 0.0,
+            "censored": "above" if len(top) and top["censored"].eq("above").any() else "none",
+            "defaults_share": float(lookup.get(DEFAULTS, math.nan)),
+            "budget": budget, "budget_share": float(lookup.get(budget, math.nan)) if budget else math.nan,
+        })
+    return pd.DataFrame(rows)

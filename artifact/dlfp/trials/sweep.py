@@ -1,0 +1,99 @@
+"""The capacity sweep's design: SLO levels from the pre-flight, the rate at a given load, the bound.
+
+A deployer's question is how much load fits under an ITL and a TTFT SLO. The SLOs must be chosen by
+no arm, and mean the same on every target, so they are multiples of what the pre-flight measures
+physically on the reference engine (stock):
+
+* the ITL SLO is a multiple of the decode-only step ``d`` (:data:`ITL_STEPS`: 5x and 25x, as
+  Sarathi-Serve sets its strict and relaxed P99 time-between-tokens SLOs from a decode iteration's
+  time, by our reading of its evaluation; the multiples are ours to own either way);
+* the TTFT SLO is a multiple of the isolated stock prefill of a median long prompt ``P``
+  (:data:`TTFT_PREFILLS`): time to first token can never be below ``P``, and prefilling it in
+  SLO-sized chunks beside decodes stretches it by ``T / (T - d - a)``.
+
+Rates are set as a *load*: the share of engine time stock would spend prefilling, ``rho = R x
+(w_L P + (1 - w_L) p_s)`` for the request mix's long share ``w_L`` and short prefill ``p_s`` (the same
+arithmetic as :func:`dlfp.trials.prediction.predict`'s ``stock_load``). A load means the same on
+every machine, so one list of loads (:data:`LOADS`) spans light load to past stock's saturation on
+every target. Every arm of a sweep point runs that point's rate on the same seeded workloads.
+
+The bound (:func:`capacity_bound`): with every step sized exactly to the ITL SLO ``T``, a step
+carries ``c = (T - d - a) / e`` prefill tokens beside the decodes, so the engine prefills ``c / T``
+tokens a second; the arriving prompts need ``R x mean prompt`` a second. The rate where the two meet
+is what any chunking policy can sustain under that SLO, queueing aside and with the decode floor
+held at the pre-flight's ``d`` (a batch with more decodes has a higher floor: the bound is optimistic
+there, and says so in the book).
+
+Pure arithmetic over :class:`~dlfp.trials.prediction.Measured` and the workload's facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dlfp.trials.prediction import Measured, Workload, long_prefill
+
+LEVELS = ("tight", "relaxed")
+"""The two SLO levels of the capacity study."""
+ITL_STEPS: dict[str, float] = {"tight": 5.0, "relaxed": 25.0}
+"""ITL SLO per level, in measured decode-only steps (after Sarathi-Serve's strict and relaxed SLOs)."""
+TTFT_PREFILLS: dict[str, float] = {"tight": 3.0, "relaxed": 10.0}
+"""TTFT SLO per level, in isolated stock prefills of a median long prompt."""
+LOADS = (0.15, 0.3, 0.45, 0.6, 0.8, 1.0)
+"""Sweep points as stock's predicted prefill load: from light load to saturation of prefill alone
+(decode steps come on top, so 1.0 is past stock's saturation on every target)."""
+MIN_REQUESTS = 20
+"""Fewest requests a sweep point replays (its pooled P99 needs a few thousand gaps)."""
+
+
+def requests_at_load(load: float, n_top: int) -> int:
+    """Requests a point at ``load`` replays when the top load replays ``n_top``: the same arrival span
+    at every load (a fixed count would give high rates a span too short to reach a steady state, and
+    low rates one long for nothing), but at least :data:`MIN_REQUESTS`; the first of the trial's."""
+    return min(n_top, max(MIN_REQUESTS, round(n_top * load / LOADS[-1])))
+
+
+def slo_levels(m: Measured, w: Workload) -> dict[str, dict[str, float]]:
+    """Per level: ``itl_ms`` and ``ttft_ms`` from the measured decode step and long prefill (ms, 3 digits)."""
+    prefill_s, _ = long_prefill(m, w)
+    return {level: {"itl_ms": _round(ITL_STEPS[level] * m.decode_s * 1e3),
+                    "ttft_ms": _round(TTFT_PREFILLS[level] * prefill_s * 1e3)} for level in LEVELS}
+
+
+def load_per_rps(m: Measured, w: Workload, long_share: float) -> float:
+    """Seconds of stock prefill per second of time, per request per second of arrivals."""
+    prefill_s, _ = long_prefill(m, w)
+    short_s = m.prefill_fixed_s + m.prefill_per_token_s * w.short_prompt
+    return long_share * prefill_s + (1 - long_share) * short_s
+
+
+def rate_at_load(m: Measured, w: Workload, long_share: float, load: float) -> float:
+    """The arrival rate (requests/s) at which stock's predicted prefill load is ``load``."""
+    if not load > 0:
+        raise ValueError(f"design.load = {load!r} is invalid: allowed a share > 0")
+    return load / load_per_rps(m, w, long_share)
+
+
+def capacity_bound(m: Measured, w: Workload, long_share: float, itl_slo_s: float) -> float:
+    """Requests/s at which steps sized exactly to ``itl_slo_s`` just keep up with arriving prefill
+    work (module docstring); 0 where even a step without prefill tokens exceeds the SLO."""
+    tokens = m.chunk_for(itl_slo_s)
+    mean_prompt = long_share * w.long_prompt + (1 - long_share) * w.short_prompt
+    return tokens / itl_slo_s / mean_prompt
+
+
+def derived_slos(levels: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The SLO values an arm may name (``@itl_slo_tight``, ``@itl_slo_relaxed``)."""
+    return {f"@itl_slo_{level}": float(v["itl_ms"]) for level, v in levels.items()}
+
+
+def sweep_record(m: Measured, w: Workload, long_share: float, load: float) -> dict[str, Any]:
+    """What a sweep point records in its design: load, rate, the SLO levels and the bound per level."""
+    levels = slo_levels(m, w)
+    return {"load": load, "rate_rps": _round(rate_at_load(m, w, long_share, load)), "slos": levels,
+            "bound_rps": {lv: _round(capacity_bound(m, w, long_share, v["itl_ms"] / 1e3)) for lv, v in levels.items()}}
+
+
+def _round(x: float, digits: int = 3) -> float:
+    return float(f"{x:.{digits}g}")

@@ -1,0 +1,115 @@
+"""Capacity from a rate sweep (``dlfp.studies.capacity``): interpolation, censoring, the table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from dlfp.studies.capacity import COLUMNS, capacity_table, margin, split_arm, trial_capacity
+
+
+def test_an_arm_holding_a_level_is_named_for_it() -> None:
+    assert split_arm("dlfp-slo.tight") == ("dlfp-slo", "tight")
+    assert split_arm("stock") == ("stock", None) and split_arm("mbt-512") == ("mbt-512", None)
+    assert split_arm("odd.name") == ("odd.name", None)
+    assert split_arm("dlfp-slo.tight_0.45") == ("dlfp-slo", "tight") and split_arm("mbt-512_1.0") == ("mbt-512", None)
+
+
+def test_the_margin_is_the_worse_p99_over_its_slo() -> None:
+    assert margin(50, 100, 100, 100) == 0.0
+    assert margin(150, 100, 100, 400) == pytest.approx(0.5)
+
+
+def test_capacity_interpolates_between_the_last_pass_and_the_first_failure() -> None:
+    # Margins -0.5 at 2 req/s and +0.5 at 4 req/s cross at 3 req/s; the pass at 8 after a failure is ignored.
+    assert trial_capacity([1, 2, 4, 8], [-0.8, -0.5, 0.5, -0.1]) == (3.0, "none", 2, 4)
+    assert trial_capacity([4, 1, 2], [0.5, -0.8, -0.5]) == (3.0, "none", 2, 4)  # any order
+    assert trial_capacity([1, 2], [-0.5, -0.1]) == (2, "above", 2, math.inf)
+    assert trial_capacity([1, 2], [0.1, 0.5]) == (0.0, "below", 0.0, 1)
+    assert trial_capacity([1, 2], [-0.5, math.nan]) == (1, "none", 1, 2)  # nothing measurable fails
+    with pytest.raises(ValueError, match="repeats"):
+        trial_capacity([1, 1], [0, 0])
+    with pytest.raises(ValueError, match="positive"):
+        trial_capacity([0, 1], [0, 0])
+
+
+@given(st.lists(st.tuples(st.floats(0.01, 1000), st.floats(-1, 5)), min_size=1, max_size=8,
+                unique_by=lambda x: x[0]))
+@example([(1.2461335532734008, -1.0), (18.15899394607268, 1.387754155212172e-152)])  # rounding past the bracket
+def test_capacity_lies_in_its_bracket_and_every_rate_below_it_passed(pts: list[tuple[float, float]]) -> None:
+    rates, margins = zip(*pts, strict=True)
+    cap, censored, lo, hi = trial_capacity(rates, margins)
+    assert lo <= cap <= hi
+    below = [m for r, m in sorted(pts) if r <= lo]
+    assert all(m <= 0 for m in below)
+    if censored == "none":
+        assert dict(pts)[hi] > 0
+
+
+def _points(arm: str, caps: list[float], level: str = "tight") -> list[dict]:
+    """Rows of a sweep at 1..6 req/s whose P99 ITL crosses the 10 ms SLO at each trial's ``cap``."""
+    rows = []
+    for trial, cap in enumerate(caps):
+        for rate in range(1, 7):
+            rows.append({"target": "t", "level": level, "arm": arm, "trial": trial, "rate_rps": float(rate),
+                         "itl_p99_ms": 10.0 * rate / cap, "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0,
+                         "ttft_slo_ms": 100.0, "bound_rps": 8.0, "source": "simulated (cost profile a100)"})
+    return rows
+
+
+def test_the_table_gives_each_arm_its_mean_interval_and_ratio_to_stock() -> None:
+    points = pd.DataFrame(_points("stock", [2.0, 2.0, 2.0]) + _points("dlfp", [3.0, 4.0, 5.0])
+                          + _points("mbt-256", [9.0, 9.0, 9.0]))
+    t = capacity_table(points).set_index("arm")
+    assert list(capacity_table(points).columns) == COLUMNS
+    assert t.loc["stock", "capacity_rps"] == pytest.approx(2.0) and t.loc["stock", "censored"] == "none"
+    assert t.loc["dlfp", "capacity_rps"] == pytest.approx(4.0)
+    assert t.loc["dlfp", "ci_low_rps"] < 4.0 < t.loc["dlfp", "ci_high_rps"]
+    assert t.loc["dlfp", "vs_stock"] == pytest.approx(2.0) and t.loc["dlfp", "share_of_bound"] == pytest.approx(0.5)
+    # Every point passes: at least the top rate, with no interval and no ratio to an estimate it is not.
+    assert t.loc["mbt-256", "censored"] == "above" and t.loc["mbt-256", "capacity_rps"] == 6.0
+    assert math.isnan(t.loc["mbt-256", "ci_low_rps"])
+
+
+def test_a_trial_missing_a_point_does_not_count() -> None:
+    points = pd.DataFrame(_points("stock", [2.0, 3.0]))
+    points = points[~((points.trial == 1) & (points.rate_rps == 6.0))]
+    t = capacity_table(points)
+    assert t.loc[0, "n_trials"] == 1 and t.loc[0, "capacity_rps"] == pytest.approx(2.0)
+
+
+def _table(rows: list[tuple[str, str, str, float, str]]) -> pd.DataFrame:
+    return pd.DataFrame([{"target": t, "level": lv, "arm": a, "capacity_rps": c, "censored": cen}
+                         for t, lv, a, c, cen in rows])
+
+
+def test_which_setting_names_the_best_arm_and_how_far_the_defaults_and_one_budget_are() -> None:
+    from dlfp.studies.capacity import best_single_budget, which_setting
+
+    table = _table([
+        ("a", "tight", "stock", 1.0, "none"), ("a", "tight", "mbt-256", 4.0, "none"),
+        ("a", "tight", "mbt-512", 3.0, "none"), ("a", "tight", "dlfp", 2.0, "none"),
+        ("b", "tight", "stock", 2.0, "none"), ("b", "tight", "mbt-256", 1.0, "none"),
+        ("b", "tight", "mbt-512", 4.0, "none"), ("b", "tight", "dlfp", 5.0, "none"),
+    ])
+    # Shares of each target's best: mbt-256 1.0 and 0.2 (mean 0.6), mbt-512 0.75 and 0.8 (mean 0.775).
+    assert best_single_budget(table) == "mbt-512"
+    w = which_setting(table).set_index("target")
+    assert w.loc["a", "best"] == "mbt-256" and w.loc["a", "best_rps"] == 4.0
+    assert w.loc["a", "defaults_share"] == pytest.approx(0.5) and w.loc["a", "budget_share"] == pytest.approx(0.75)
+    assert w.loc["b", "best"] == "dlfp" and w.loc["b", "defaults_share"] == 1.0
+
+
+def test_arms_tied_at_the_top_rate_are_named_together_and_nothing_meeting_the_slos_says_so() -> None:
+    from dlfp.studies.capacity import which_setting
+
+    table = _table([("a", "relaxed", "stock", 6.0, "above"), ("a", "relaxed", "mbt-256", 6.0, "above"),
+                    ("a", "relaxed", "dlfp", 3.0, "none"),
+                    ("b", "tight", "stock", 0.0, "below"), ("b", "tight", "dlfp", 0.0, "below")])
+    w = which_setting(table).set_index("target")
+    assert w.loc["a", "best"] == "mbt-256, stock" and w.loc["a", "censored"] == "above"
+    assert w.loc["b", "best"] == "none meets the SLOs" and w.loc["b", "best_rps"] == 0.0

@@ -1,0 +1,113 @@
+"""The capacity sweep's design (``dlfp.trials.sweep`` and ``design.kind: capacity``): SLO levels, rates
+at a load and the bound, by hand; each arm's load and rate; the arms' SLO placeholders."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dlfp.trials.config import parse_config
+from dlfp.trials.design import DesignSpec, derive
+from dlfp.trials.prediction import Measured, Workload, predict, workload_facts
+from dlfp.trials.sweep import capacity_bound, rate_at_load, slo_levels, sweep_record
+
+M = Measured(decode_s=0.002, prefill_fixed_s=0.001, prefill_per_token_s=1e-5, decoders=4, source="test")
+W = Workload(long_prompt=2000, short_prompt=100, short_output=100, long_output=20, stock_budget=4096)
+
+
+def test_slo_levels_are_multiples_of_the_measured_decode_step_and_long_prefill() -> None:
+    # Long prefill: one 2000-token step, 1 ms + 20 ms = 21 ms.
+    assert slo_levels(M, W) == {"tight": {"itl_ms": 10.0, "ttft_ms": 63.0},
+                                "relaxed": {"itl_ms": 50.0, "ttft_ms": 210.0}}
+
+
+def test_the_rate_at_a_load_puts_stocks_predicted_prefill_load_there() -> None:
+    # Per request: 0.2 x 21 ms + 0.8 x (1 ms + 1 ms) = 5.8 ms of prefill; load 0.58 -> 100 req/s.
+    assert rate_at_load(M, W, 0.2, 0.58) == pytest.approx(100.0)
+    p = predict(M, W, 100.0 * 0.2, 100.0 * 0.8, 0.005)
+    assert p.stock_load == pytest.approx(0.58)
+    with pytest.raises(ValueError, match="load"):
+        rate_at_load(M, W, 0.2, 0.0)
+
+
+def test_the_bound_is_the_rate_whose_prompts_fill_slo_sized_steps() -> None:
+    # A 10 ms step carries (10 - 2 - 1) / 0.01 = 700 tokens: 70,000 tokens/s; mean prompt 0.2 x 2000 +
+    # 0.8 x 100 = 480 tokens: 145.8 req/s.
+    assert capacity_bound(M, W, 0.2, 0.010) == pytest.approx(70000 / 480)
+    assert capacity_bound(M, W, 0.2, 0.002) == 0.0  # no step fits: nothing is sustainable
+
+
+@given(st.floats(0.01, 0.5), st.floats(0.003, 1.0), st.floats(0.004, 1.0))
+def test_the_bound_grows_with_the_slo(share: float, a: float, b: float) -> None:
+    lo, hi = sorted((a, b))
+    assert capacity_bound(M, W, share, lo) <= capacity_bound(M, W, share, hi)
+
+
+def _raw(**design) -> dict:
+    return parse_config({
+        "design": {"kind": "capacity", "enforce": False, **design},
+        "workload": {"classes": [
+            {"name": "short", "weight": 0.8, "prompt_len": {"uniform": [50, 150]},
+             "output_len": {"uniform": [50, 150]}},
+            {"name": "long", "weight": 0.2, "prompt_len": {"uniform": [1500, 2500]},
+             "output_len": {"uniform": [10, 30]}},
+        ]},
+        "arms": [{"name": "stock"}, {"name": "stock_0.29", "load": 0.29},
+                 {"name": "dlfp.tight", "dlfp": {"itl_slo_ms": "@itl_slo_tight"}},
+                 {"name": "dlfp.relaxed", "dlfp": {"itl_slo_ms": "@itl_slo_relaxed"}},
+                 {"name": "cap", "dlfp": {"chunk_min": "@target_chunk", "chunk_max": "@target_chunk",
+                                          "chunk_init": "@target_chunk"}}],
+    }).raw
+
+
+def test_a_capacity_design_sets_the_rate_slos_and_each_arms_slo_from_the_measurement() -> None:
+    raw = _raw(load=0.58)
+    d = derive(DesignSpec.parse(raw["design"]), M, workload_facts(raw), raw)
+    assert d.kind == "capacity" and d.problems == ()
+    record = sweep_record(M, workload_facts(raw), 0.2, 0.58)
+    assert {k: v for k, v in d.sweep.items() if k != "arms"} == record
+    assert d.overrides["workload"] == {"rate_rps": 100.0}
+    assert d.overrides["slo"] == {"tpot_ms": 10.0, "ttft_ms": 63.0}
+    arms = {a["name"]: a for a in d.overrides["arms"]}
+    assert arms["dlfp.tight"]["dlfp"] == {"itl_slo_ms": 10.0}
+    assert arms["dlfp.relaxed"]["dlfp"] == {"itl_slo_ms": 50.0}
+    # The cap: the chunk of a step lasting T* = 0.5 x the tight SLO: (5 - 2 - 1) / 0.01 = 200 tokens.
+    assert arms["cap"]["dlfp"]["chunk_max"] == 200
+    # Every arm's rate: the design's load unless the arm names its own (half the load, half the rate).
+    # The config's 100 requests are the top load's (1.0): 58 at 0.58, 29 at 0.29 (the same arrival span).
+    assert d.sweep["arms"]["stock"] == {"load": 0.58, "rate_rps": 100.0, "n_requests": 58}
+    assert d.sweep["arms"]["stock_0.29"] == {"load": 0.29, "rate_rps": 50.0, "n_requests": 29}
+    assert arms["stock_0.29"]["rate_rps"] == 50.0 and arms["stock_0.29"]["n_requests"] == 29
+    assert "sweep" in d.record() and d.record()["sweep"]["bound_rps"]["tight"] == pytest.approx(146.0)
+
+
+def test_an_arm_replays_its_trials_requests_at_its_own_rate() -> None:
+    """The first of the same requests (lengths, tokens) at every load, their arrivals scaled by the rate
+    ratio."""
+    from dlfp.harness import workload
+
+    raw = _raw(load=0.58)
+    cfg = parse_config(raw).with_overrides(derive(DesignSpec.parse(raw["design"]), M, workload_facts(raw),
+                                                  raw).overrides)
+    trial = workload.generate(cfg.workload_spec(3))
+    base, half = (workload.generate(cfg.workload_spec(3, arm)) for arm in ("stock", "stock_0.29"))
+    assert (len(trial), len(base), len(half)) == (100, 58, 29)
+    assert [(r.request_id, r.prompt_token_ids, r.output_len) for r in trial[:29]] == \
+        [(r.request_id, r.prompt_token_ids, r.output_len) for r in half]
+    assert [r.arrival_s for r in half] == pytest.approx([2 * r.arrival_s for r in base[:29]])
+
+
+def test_only_capacity_designs_take_a_load() -> None:
+    with pytest.raises(ValueError, match="capacity designs"):
+        DesignSpec.parse({"kind": "scaled", "load": 0.3})
+    with pytest.raises(ValueError, match="capacity designs"):
+        DesignSpec.parse({"kind": "capacity"})
+    with pytest.raises(ValueError, match=r"design\.load"):
+        DesignSpec.parse({"kind": "capacity", "load": 0})
+    with pytest.raises(ValueError, match=r"arms\[1\].load"):
+        parse_config({"arms": [{"name": "stock"}, {"name": "x", "load": 0.3}]})
+    with pytest.raises(ValueError, match=r"arms\[1\].rate_rps"):
+        parse_config({"arms": [{"name": "stock"}, {"name": "x", "rate_rps": -1}]})
+    with pytest.raises(ValueError, match=r"arms\[1\].n_requests"):
+        parse_config({"workload": {"n_requests": 10}, "arms": [{"name": "stock"}, {"name": "x", "n_requests": 11}]})
