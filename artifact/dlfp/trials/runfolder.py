@@ -40,6 +40,15 @@ def engine_log(run_dir: Path) -> Path:
     return run_dir.with_name(f"{run_dir.name}.engine.log")
 
 
+def engine_step_log(run_dir: Path) -> Path:
+    """The step log of the engine in flight (``.<run folder>.steps.jsonl``, beside the folder like the
+    engine log): one file for every unit an engine runs, split into each unit's ``steps.parquet`` as
+    it finishes, and removed when the engine is done; a killed run leaves it for the next to replace."""
+    run_dir = Path(run_dir)
+    run_dir = run_dir if run_dir.name else run_dir.resolve()
+    return run_dir.with_name(f".{run_dir.name}.steps.jsonl")
+
+
 KIND = "dlfp-paired-trials"
 
 

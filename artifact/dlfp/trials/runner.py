@@ -36,7 +36,14 @@ from dlfp.trials.config import TrialConfig
 from dlfp.trials.interrupts import Interrupted, StopSignal, watch_interrupt
 from dlfp.trials.manifest import exclusive, missing_units, now, open_run
 from dlfp.trials.progress import RunProgress, progress_stream
-from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS, RunFolderError, engine_log, write_parquet
+from dlfp.trials.runfolder import (
+    MANIFEST,
+    PREFLIGHT_STEPS,
+    RunFolderError,
+    engine_log,
+    engine_step_log,
+    write_parquet,
+)
 
 
 def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list[workload.Request]:
@@ -121,7 +128,7 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
     shared = ", one engine" if len(units) > 1 else ""
     names = ", ".join(f"trial-{u['trial']}/{u['arm']}" for u in units)
     header = f"===== {now()} {names}"
-    log = out.parent / f".{out.name}.steps.jsonl"  # beside the folder, like the engine log: never in it
+    log = engine_step_log(out)
     log.unlink(missing_ok=True)
     progress = prepare(0)  # the first unit's clock includes the engine's start, as with one engine per unit
     jobs = [Job(w, (lambda: progress) if j == 0 else (lambda j=j: prepare(j))) for j, w in enumerate(work)]

@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from dlfp.paths import REPO_ROOT
+from dlfp.trials.runfolder import engine_step_log
 from dlfp.vllm import lifeline
 
 ROOT = REPO_ROOT
@@ -165,13 +166,16 @@ class Job:
     def serving(self, n_complete: int) -> list[psutil.Process]:
         """Wait until ``n_complete`` arms are done and the next arm's engine, one of this job's
         processes (a stopped job leaves its partial step log behind), has run some steps (its
-        step log holds records, not just its header); the driver's descendants."""
+        step log, beside the run folder, holds records, not just its header); the driver's descendants."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"dlfp trial ended early: {self.proc.communicate()}"
             children = psutil.Process(self.proc.pid).children(recursive=True)
-            for log in self.out.glob("trial-*/.*.partial/steps.jsonl"):
-                lines = log.read_text().splitlines()
+            for log in [engine_step_log(self.out)] if engine_step_log(self.out).is_file() else []:
+                try:
+                    lines = log.read_text().splitlines()
+                except FileNotFoundError:  # removed as its engine finished
+                    continue
                 try:
                     pid = json.loads(lines[0])["header"]["pid"]
                 except (IndexError, ValueError):  # not written yet, or caught mid-write
@@ -268,4 +272,4 @@ def test_cluster_job_killed_and_resumed_loses_at_most_the_arm_in_flight(tmp_path
     m = job.manifest()
     assert m["status"] == "complete" and m["missing"] == [] and len(job.complete()) == arms
     assert {arm: (out / arm / "tokens.parquet").read_bytes() for arm in kept} == kept
-    assert not list(out.rglob("*.partial"))
+    assert not list(out.rglob("*.partial")) and not engine_step_log(out).exists()  # the killed run's log too

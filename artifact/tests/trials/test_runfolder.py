@@ -384,3 +384,12 @@ def test_engine_log_sits_beside_the_run_folder(tmp_path: Path, monkeypatch: pyte
     assert engine_log(Path("data/runs/x/")) == Path("data/runs/x.engine.log")
     monkeypatch.chdir(tmp_path)
     assert engine_log(Path(".")) == tmp_path.parent / f"{tmp_path.name}.engine.log"
+
+
+def test_the_engine_step_log_lies_beside_the_run_folder_never_in_it(tmp_path, monkeypatch) -> None:
+    from dlfp.trials.runfolder import engine_step_log
+
+    assert engine_step_log(tmp_path / "run") == tmp_path / ".run.steps.jsonl"
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert engine_step_log(Path(".")) == tmp_path / ".here.steps.jsonl"
