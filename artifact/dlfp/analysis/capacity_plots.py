@@ -24,6 +24,12 @@ FAMILY_COLORS = {"stock": "#999999", "fixed budget": "#E69F00", "cap": "#009E73"
 """Okabe-Ito colours per family (:data:`dlfp.studies.capacity.FAMILIES`)."""
 
 
+def kind_of(source: str) -> str:
+    """"measured" or "simulated", from a row's source (:func:`dlfp.analysis.labels.source_line`), for
+    a panel's title; the whole source line belongs in the caption."""
+    return "simulated" if source.startswith("simulated") else "measured"
+
+
 def family_best(points: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
     """The points of each family's best arm per target and level (highest capacity; ties: the first
     in the table): one line per family keeps a figure readable."""
@@ -51,7 +57,7 @@ def sweep(points: pd.DataFrame, capacity: pd.DataFrame, level: str, title: str) 
             bottom.plot(m.index, m.goodput_rps, marker="o", markersize=3, color=FAMILY_COLORS[fam], label=label)
         top.axhline(t.itl_slo_ms.iloc[0], color="black", linestyle="--", linewidth=1, label="ITL SLO")
         bottom.axhline(t.bound_rps.iloc[0], color="black", linestyle=":", linewidth=1, label="capacity bound")
-        top.set_title(f"{target} ({t.source.iloc[0].split(' (')[0]})", fontsize=9)
+        top.set_title(f"{target} ({kind_of(t.source.iloc[0])})", fontsize=9)
         top.set_yscale("log")
         top.set_ylabel("P99 ITL, pooled gaps (ms, log)")
         bottom.set_ylabel("goodput (requests/s meeting both SLOs)")
@@ -94,7 +100,7 @@ def bars(capacity: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_yticks(y, arms, fontsize=7)
         ax.set_xlim(left=0)
         ax.set_xlabel("capacity (requests/s)\ndark: tight SLOs, light: relaxed; hatched: censored")
-        ax.set_title(f"{target} ({t.source.iloc[0].split(' (')[0]})", fontsize=9)
+        ax.set_title(f"{target} ({kind_of(t.source.iloc[0])})", fontsize=9)
         ax.legend(fontsize=6, loc="lower right")
     fig.suptitle(title, fontsize=10)
     return fig

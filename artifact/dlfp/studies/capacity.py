@@ -33,19 +33,29 @@ import numpy as np
 import pandas as pd
 
 from dlfp.analysis import metrics
+from dlfp.analysis.labels import source_line
 from dlfp.analysis.runs import RunData, load_run
 from dlfp.analysis.stats import t_ci
-from dlfp.trials.arms import REFERENCE
+from dlfp.studies.frontier import kind
+from dlfp.trials.arms import REFERENCE, ArmSpec
 from dlfp.trials.runfolder import write_parquet
 from dlfp.trials.sweep import LEVELS
 
-CENSORED = ("none", "above", "below")
-"""A trial's capacity is interpolated (none), at least the top rate (above) or under the lowest (below)."""
+
+def held_name(base: str, level: str) -> str:
+    """The name of an arm that holds the SLO of ``level`` given to it (``dlfp.tight``)."""
+    return f"{base}.{level}"
+
+
+def unit_name(arm: str, load: float) -> str:
+    """The name of ``arm`` at one load of the sweep (``dlfp.tight_0.45``; plain ``stock`` is stock at
+    the lowest load, :func:`dlfp.studies.plans.capacity_arms`)."""
+    return f"{arm}_{load}"
 
 
 def split_arm(arm: str) -> tuple[str, str | None]:
-    """``("dlfp", "tight")`` for an arm holding a given SLO, ``("stock", None)`` for any other (the
-    load suffix ``_<load>`` of a sweep's unit arm removed first)."""
+    """The inverse of :func:`unit_name` and :func:`held_name`: ``("dlfp", "tight")`` for
+    ``dlfp.tight_0.45``, ``("stock", None)`` for ``stock`` or ``stock_0.3``."""
     base, sep, load = arm.rpartition("_")
     if sep and load.replace(".", "", 1).isdigit():
         arm = base
@@ -57,30 +67,27 @@ FAMILIES = ("stock", "fixed budget", "cap", "cadence", "DLFP law", "SLO controll
 """Arm families, in the order figures key them."""
 
 
-def family(arm: str) -> str:
-    """An arm's family (:data:`FAMILIES`): vLLM's own knobs are fixed budgets (a token budget, a
-    per-request threshold, Sarathi's rule), a fixed cap on mixed steps (also P-PAS's switch), a prefill
-    cadence (with or without a cap), the paper's law in any variant, or the SLO controller."""
-    if arm == "stock":
+def family(base: str, arm: ArmSpec) -> str:
+    """An arm's family (:data:`FAMILIES`), from what it is (:func:`dlfp.studies.frontier.kind`, the
+    baselines study's classification): stock (``base`` is the reference), a fixed token budget, a
+    fixed cap (a per-request threshold, a cap on mixed steps, a two-level switch), a prefill cadence,
+    and the adaptive arms split into the paper's law (any variant) and the SLO controller."""
+    if base == REFERENCE:
         return "stock"
-    if arm.startswith("cadence-"):
-        return "cadence"
-    if arm in ("cap", "ppas"):
-        return "cap"
-    if arm == "dlfp-slo":
-        return "SLO controller"
-    if arm.startswith("dlfp"):
-        return "DLFP law"
-    return "fixed budget"
+    what = kind(arm)
+    if what == "adaptive":
+        return "SLO controller" if (arm.dlfp or {}).get("controller") == "slo" else "DLFP law"
+    return {"fixed budget": "fixed budget", "fixed cap": "cap", "cadence": "cadence"}[what]
 
 
 def point_rows(run: RunData, target: str) -> pd.DataFrame:
     """One row per trial, finished unit and SLO level it is judged at (module docstring)."""
     sweep = run.manifest["design"]["sweep"]
-    source = run.manifest["design"]["measured"]["source"]
+    source = source_line(run)
     rows = []
     for k, arm in sorted(run.tables):
         base, held = split_arm(arm)
+        fam = family(base, run.config.arm(arm))
         point = sweep["arms"][arm]
         requests, tokens = run.tables[(k, arm)]["requests"], run.tables[(k, arm)]["tokens"]
         summary = metrics.summarize(requests, tokens, math.inf, math.inf)
@@ -88,7 +95,7 @@ def point_rows(run: RunData, target: str) -> pd.DataFrame:
             slo = sweep["slos"][level]
             attained = metrics.slo_compliance(requests, slo["ttft_ms"] / 1e3, slo["itl_ms"] / 1e3)
             rows.append({
-                "target": target, "level": level, "arm": base, "family": family(base), "unit_arm": arm, "trial": k,
+                "target": target, "level": level, "arm": base, "family": fam, "unit_arm": arm, "trial": k,
                 "seed": run.config.seeds[k], "load": point["load"], "rate_rps": point["rate_rps"],
                 "itl_p99_ms": summary["itl_p99_ms"], "ttft_p99_ms": summary["ttft_p99_ms"],
                 "itl_slo_ms": slo["itl_ms"], "ttft_slo_ms": slo["ttft_ms"], "attainment": attained,
@@ -140,6 +147,7 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     trials = pd.DataFrame(per_trial)
     stock = trials[trials.arm == REFERENCE].set_index(["target", "level", "trial"])["capacity_rps"]
+    families = points.groupby(["target", "level", "arm"])["family"].first()
     facts = points.groupby(["target", "level"]).agg(
         itl_slo_ms=("itl_slo_ms", "first"), ttft_slo_ms=("ttft_slo_ms", "first"),
         bound_rps=("bound_rps", "first"), source=("source", "first"),
@@ -153,7 +161,8 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
         ratios = [c / s for c, s in zip(caps, ref, strict=True) if s > 0 and math.isfinite(s)]
         f = facts.loc[(target, level)]
         rows.append({
-            "target": target, "level": level, "arm": arm, "family": family(arm), "capacity_rps": value,
+            "target": target, "level": level, "arm": arm, "family": families[(target, level, arm)],
+            "capacity_rps": value,
             "ci_low_rps": lo, "ci_high_rps": hi,
             "n_trials": len(g), "censored": _censored(g["censored"]),
             "bracket_low_rps": float(g["bracket_low_rps"].min()),
@@ -168,7 +177,9 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
 COLUMNS = ["target", "level", "arm", "family", "capacity_rps", "ci_low_rps", "ci_high_rps", "n_trials", "censored",
            "bracket_low_rps", "bracket_high_rps", "vs_stock", "share_of_bound", "itl_slo_ms", "ttft_slo_ms",
            "bound_rps", "min_rate_rps", "max_rate_rps", "source"]
-"""``capacity.parquet``'s columns; a censored row has no interval (its mean is a bound, not an estimate)."""
+"""``capacity.parquet``'s columns; ``censored`` is none (interpolated), above (at least the top rate),
+below (under the lowest) or mixed across trials; a censored row has no interval (its mean is a
+bound, not an estimate)."""
 
 
 def _censored(values: pd.Series) -> str:

@@ -211,15 +211,16 @@ def explanations(trials: int = TRIALS, requests: int = REQUESTS) -> list[tuple[P
 def capacity_arms(target: str) -> list[dict[str, Any]]:
     """The capacity run's arms: every arm at every load (fixed arms once, SLO arms once per level),
     an arm's loads consecutive so that one engine serves them; plain ``stock`` at the lowest load."""
+    from dlfp.studies.capacity import held_name, unit_name
     from dlfp.trials.sweep import LEVELS, LOADS
 
     reduced = {"cpu-tiny": CPU_CAPACITY_ARMS, FIELD_TARGET: FIELD_CAPACITY_ARMS}.get(target)
     keep = (lambda name: True) if reduced is None else (lambda name: name in reduced)
     fixed = [a for a in CAPACITY_FIXED_ARMS if keep(a["name"])]
-    held = [{"name": f"{a['name']}.{level}", "dlfp": {**a["dlfp"], "itl_slo_ms": f"@itl_slo_{level}"}}
+    held = [{"name": held_name(a["name"], level), "dlfp": {**a["dlfp"], "itl_slo_ms": f"@itl_slo_{level}"}}
             for a in SLO_ARMS if keep(a["name"]) for level in LEVELS]
     return [{"name": REFERENCE} if a["name"] == REFERENCE and load == LOADS[0] else
-            {**a, "name": f"{a['name']}_{load}", "load": load} for a in [*fixed, *held] for load in LOADS]
+            {**a, "name": unit_name(a["name"], load), "load": load} for a in [*fixed, *held] for load in LOADS]
 
 
 def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,

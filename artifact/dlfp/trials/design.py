@@ -56,9 +56,11 @@ from dlfp.trials.prediction import (
     long_class_index,
     long_weight_share,
     predict,
+    round_sig,
     scaled_rates,
     workload_facts,
 )
+from dlfp.trials.sweep import derived_slos, rate_at_load, requests_at_load, slo_levels, sweep_record
 
 RULES_VERSION = 1
 """Bumped whenever a rule's formula or default changes; recorded with every derived design."""
@@ -217,11 +219,6 @@ def check(p: Prediction, rules: Rules) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def _round(x: float, digits: int = 3) -> float:
-    """Round to ``digits`` significant digits, so recorded configs read cleanly."""
-    return float(f"{x:.{digits}g}")
-
-
 def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]) -> Design:
     """The design for ``config`` (a trial config's raw mapping) from the pre-flight's measurements.
 
@@ -240,7 +237,7 @@ def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]
         p = predict(m, w, rate * long_w, rate * (1 - long_w), target_s)
         arms = resolve_arms(config["arms"], derived_values(m, w, target_s, rules.decoders))
         return Design("fixed", rules, m, w, p, {"arms": arms} if arms else {}, check(p, rules))
-    itl_slo_ms = _round(rules.target_overheads * (m.decode_s + m.prefill_fixed_s) / target_fraction * 1e3)
+    itl_slo_ms = round_sig(rules.target_overheads * (m.decode_s + m.prefill_fixed_s) / target_fraction * 1e3)
     target_s = itl_slo_ms * target_fraction / 1e3
     classes = _lengthened(config["workload"]["classes"], m, w, rules.stall_over_target * target_s)
     w = workload_facts({**config, "workload": {**config["workload"], "classes": classes}})
@@ -248,9 +245,9 @@ def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]
     p = predict(m, w, *scaled_rates(m, w, share, rules.decoders), target_s)
     classes = _reweighted(classes, p.long_share)
     overrides = {
-        "workload": {"rate_rps": _round(p.rate_rps), "classes": classes},
+        "workload": {"rate_rps": round_sig(p.rate_rps), "classes": classes},
         "dlfp": {"itl_slo_ms": itl_slo_ms},
-        "slo": {"tpot_ms": itl_slo_ms, "ttft_ms": _round(rules.ttft_stalls * p.stall_s * 1e3)},
+        "slo": {"tpot_ms": itl_slo_ms, "ttft_ms": round_sig(rules.ttft_stalls * p.stall_s * 1e3)},
     }
     p = replace(p, long_rate_rps=overrides["workload"]["rate_rps"] * p.long_share,
                 short_rate_rps=overrides["workload"]["rate_rps"] * (1 - p.long_share))
@@ -267,8 +264,6 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     :func:`~dlfp.trials.sweep.requests_at_load` of the trial's requests (``workload.n_requests`` at the
     top load), SLOs (and DLFP's ``itl_slo_ms``) at the tight level, nothing refused. The record's
     ``sweep.arms`` gives each arm's load, rate and requests."""
-    from dlfp.trials.sweep import rate_at_load, requests_at_load, sweep_record
-
     long_w = long_weight_share(config["workload"]["classes"])
     sweep = sweep_record(m, w, long_w, float(spec.load))
     tight = sweep["slos"]["tight"]
@@ -280,7 +275,7 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     n_top = int(config["workload"]["n_requests"])
     for a in arms:
         load = float(a.get("load") or spec.load)
-        a["rate_rps"] = _round(rate_at_load(m, w, long_w, load))
+        a["rate_rps"] = round_sig(rate_at_load(m, w, long_w, load))
         a["n_requests"] = requests_at_load(load, n_top)
     sweep["arms"] = {a["name"]: {"load": float(a.get("load") or spec.load), "rate_rps": a["rate_rps"],
                                  "n_requests": a["n_requests"]} for a in arms}
@@ -301,8 +296,6 @@ DERIVED: dict[str, str] = {
 
 def derived_values(m: Measured, w: Workload, target_s: float, decoders: float) -> dict[str, float]:
     """:data:`DERIVED` for a measured engine, a workload and a target interval."""
-    from dlfp.trials.sweep import derived_slos, slo_levels
-
     chunk = max(1, round(m.chunk_for(target_s)))
     return {"@target_chunk": chunk, "@sarathi_budget": max(1, round(chunk + decoders)),
             **derived_slos(slo_levels(m, w))}
@@ -345,7 +338,7 @@ def _reweighted(classes: list[Mapping[str, Any]], long_share: float) -> list[dic
     out = []
     for j, c in enumerate(classes):
         share = long_share if j == i else (1 - long_share) * float(c.get("weight", 1.0)) / others
-        out.append({**c, "weight": _round(share)})
+        out.append({**c, "weight": round_sig(share)})
     return out
 
 

@@ -77,6 +77,11 @@ class Prediction:
         return self.long_rate_rps / self.rate_rps
 
 
+def round_sig(x: float, digits: int = 3) -> float:
+    """Round to ``digits`` significant digits, so derived values read cleanly where they are recorded."""
+    return float(f"{x:.{digits}g}")
+
+
 def long_prefill(m: Measured, w: Workload) -> tuple[float, int]:
     """Stock's prefill of one median long prompt: total time and steps (budget-sized chunks)."""
     steps = max(1, math.ceil(w.long_prompt / w.stock_budget))

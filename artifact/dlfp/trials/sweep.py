@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dlfp.trials.prediction import Measured, Workload, long_prefill
+from dlfp.trials.prediction import Measured, Workload, long_prefill, round_sig
 
 LEVELS = ("tight", "relaxed")
 """The two SLO levels of the capacity study."""
@@ -57,8 +57,8 @@ def requests_at_load(load: float, n_top: int) -> int:
 def slo_levels(m: Measured, w: Workload) -> dict[str, dict[str, float]]:
     """Per level: ``itl_ms`` and ``ttft_ms`` from the measured decode step and long prefill (ms, 3 digits)."""
     prefill_s, _ = long_prefill(m, w)
-    return {level: {"itl_ms": _round(ITL_STEPS[level] * m.decode_s * 1e3),
-                    "ttft_ms": _round(TTFT_PREFILLS[level] * prefill_s * 1e3)} for level in LEVELS}
+    return {level: {"itl_ms": round_sig(ITL_STEPS[level] * m.decode_s * 1e3),
+                    "ttft_ms": round_sig(TTFT_PREFILLS[level] * prefill_s * 1e3)} for level in LEVELS}
 
 
 def load_per_rps(m: Measured, w: Workload, long_share: float) -> float:
@@ -91,9 +91,7 @@ def derived_slos(levels: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
 def sweep_record(m: Measured, w: Workload, long_share: float, load: float) -> dict[str, Any]:
     """What a sweep point records in its design: load, rate, the SLO levels and the bound per level."""
     levels = slo_levels(m, w)
-    return {"load": load, "rate_rps": _round(rate_at_load(m, w, long_share, load)), "slos": levels,
-            "bound_rps": {lv: _round(capacity_bound(m, w, long_share, v["itl_ms"] / 1e3)) for lv, v in levels.items()}}
+    bounds = {lv: round_sig(capacity_bound(m, w, long_share, v["itl_ms"] / 1e3)) for lv, v in levels.items()}
+    return {"load": load, "rate_rps": round_sig(rate_at_load(m, w, long_share, load)), "slos": levels,
+            "bound_rps": bounds}
 
-
-def _round(x: float, digits: int = 3) -> float:
-    return float(f"{x:.{digits}g}")

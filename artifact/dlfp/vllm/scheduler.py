@@ -185,9 +185,13 @@ class _DLFPMixin:
         n_decodes = len(self.running) - len(prefilling)
         prefill_waiting = bool(prefilling) or len(self.waiting) > 0
         mixed = prefill_waiting and n_decodes > 0
+        # Decodes vLLM will skip this step: counted once, and only where prefill meets decodes under a
+        # cadence or with control on (the deferral, the cap and the SLO controller's sizing need it;
+        # a stock arm, control off at every step, pays no pass over ``running``).
+        skipped = _skipped_decodes(self.running) if mixed and (self._every > 1 or self.dlfp_params.enabled) else 0
         # Off-cadence: defer the prefill if a decode will really run (async vLLM skips decodes whose
         # in-flight tokens reach max_tokens; deferring for those alone would leave the step empty).
-        deferred = mixed and self._step % self._every != 0 and n_decodes > _skipped_decodes(self.running)
+        deferred = mixed and self._step % self._every != 0 and n_decodes > skipped
         if deferred:
             prefill_waiting = mixed = False  # this step plans decodes only: no cap, no guarded cycle
         obs = self._tracker.observe(now, mixed)
@@ -201,14 +205,14 @@ class _DLFPMixin:
             decode_context, prefill_context = self._contexts()
             decision = self._fit.decide(
                 decodes_running=decodes_running, prefill_waiting=prefill_waiting,
-                decode_reqs=n_decodes - _skipped_decodes(self.running), decode_context=decode_context,
+                decode_reqs=n_decodes - skipped, decode_context=decode_context,
                 prefill_context=prefill_context)
         if deferred:
             out = self._schedule_deferred()
         elif decision.cap is None:
             out = super().schedule(throttle_prefills)
         else:
-            decode_tokens = n_decodes - _skipped_decodes(self.running)
+            decode_tokens = n_decodes - skipped
             self.max_num_scheduled_tokens = min(self._base_budget, decode_tokens + decision.cap)
             self.scheduler_config.long_prefill_token_threshold = (
                 min(self._base_threshold, decision.cap) if self._base_threshold > 0 else decision.cap

@@ -6,16 +6,18 @@ import matplotlib.colors as mcolors
 import pandas as pd
 
 from dlfp.analysis.capacity_plots import FAMILY_COLORS, bars, family_best, sweep
-from dlfp.studies.capacity import FAMILIES, capacity_table, family
+from dlfp.studies.capacity import FAMILIES, capacity_table
 
 
 def _points() -> pd.DataFrame:
     rows = []
-    for arm, cap in (("stock", 2.0), ("mbt-256", 4.0), ("mbt-512", 3.0), ("dlfp", 3.5), ("dlfp-slo", 5.0)):
+    arms = (("stock", "stock", 2.0), ("mbt-256", "fixed budget", 4.0), ("mbt-512", "fixed budget", 3.0),
+            ("dlfp", "DLFP law", 3.5), ("dlfp-slo", "SLO controller", 5.0))
+    for arm, fam, cap in arms:
         for level in ("tight", "relaxed"):
             for trial in (0, 1):
                 for rate in (1.0, 2.0, 4.0, 8.0):
-                    rows.append({"target": "a100-qwen3-0.6b", "level": level, "arm": arm, "family": family(arm),
+                    rows.append({"target": "a100-qwen3-0.6b", "level": level, "arm": arm, "family": fam,
                                  "trial": trial, "rate_rps": rate, "itl_p99_ms": 10.0 * rate / (cap + trial),
                                  "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0, "ttft_slo_ms": 100.0, "bound_rps": 9.0,
                                  "goodput_rps": min(rate, cap), "source": "simulated (cost profile a100)"})

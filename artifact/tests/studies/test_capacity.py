@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dlfp.studies.capacity import COLUMNS, capacity_table, margin, split_arm, trial_capacity
+from dlfp.studies.capacity import COLUMNS, capacity_table, held_name, margin, split_arm, trial_capacity, unit_name
 
 
 def test_an_arm_holding_a_level_is_named_for_it() -> None:
@@ -17,6 +17,7 @@ def test_an_arm_holding_a_level_is_named_for_it() -> None:
     assert split_arm("stock") == ("stock", None) and split_arm("mbt-512") == ("mbt-512", None)
     assert split_arm("odd.name") == ("odd.name", None)
     assert split_arm("dlfp-slo.tight_0.45") == ("dlfp-slo", "tight") and split_arm("mbt-512_1.0") == ("mbt-512", None)
+    assert split_arm(unit_name(held_name("cadence-4-cap", "relaxed"), 0.8)) == ("cadence-4-cap", "relaxed")
 
 
 def test_the_margin_is_the_worse_p99_over_its_slo() -> None:
@@ -55,7 +56,8 @@ def _points(arm: str, caps: list[float], level: str = "tight") -> list[dict]:
     rows = []
     for trial, cap in enumerate(caps):
         for rate in range(1, 7):
-            rows.append({"target": "t", "level": level, "arm": arm, "trial": trial, "rate_rps": float(rate),
+            rows.append({"target": "t", "level": level, "arm": arm, "family": "x", "trial": trial,
+                         "rate_rps": float(rate),
                          "itl_p99_ms": 10.0 * rate / cap, "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0,
                          "ttft_slo_ms": 100.0, "bound_rps": 8.0, "source": "simulated (cost profile a100)"})
     return rows
