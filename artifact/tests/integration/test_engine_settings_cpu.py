@@ -31,7 +31,9 @@ def test_tensor_parallel_2_on_the_cpu_engine(tmp_path: Path) -> None:
     arm = run_arm(EngineSpec(tensor_parallel_size=2, max_model_len=2048, max_num_batched_tokens=2048), workload, log)
     reqs = arm.trace.requests.set_index("request_id")
     assert (reqs.status == "ok").all() and reqs.output_len.to_dict() == {r.request_id: r.output_len for r in workload}
-    (header, rows), = list(read_step_log(log))
+    # The workload's segment, then the empty one the reset after it opens (``run_arms``).
+    (header, rows), (tail, after) = list(read_step_log(log))
+    assert (header["segment"], tail["segment"]) == (0, 1) and not after
     assert header["scheduler"] == "DLFPScheduler" and header["async_scheduling"] is False
     rows = [r for r in rows if r["total_tokens"] > 0]
     assert rows and all(r["schedule_t"] < r["exec_done_t"] <= r["complete_t"] for r in rows)
