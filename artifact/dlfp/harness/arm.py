@@ -106,14 +106,15 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
 
 def run_arm(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
             progress: Callable[[int], None] | None = None,
-            telemetry_interval_s: float = 0.5) -> ArmResult:
-    """Start an engine for ``spec`` writing steps to ``step_log``, replay, shut down.
+            telemetry_interval_s: float = 0.5, warmup: Sequence[Request] = ()) -> ArmResult:
+    """Start an engine for ``spec`` writing steps to ``step_log``, replay ``warmup`` (discarded, as in
+    :func:`run_arms`), then ``requests``, shut down.
 
     Telemetry is sampled while the workload runs (engine start-up excluded).
     """
     results: list[ArmResult] = []
     run_arms(spec, [Job(requests, (lambda: progress))], step_log, lambda _, r: results.append(r),
-             telemetry_interval_s)
+             telemetry_interval_s, warmup)
     return results[0]
 
 

@@ -10,8 +10,9 @@ chapter renders the committed folders (``data/runs/study-*``).
   (a ``max_num_batched_tokens`` sweep, ``long_prefill_token_threshold``), a fixed cap on mixed
   steps at the chunk DLFP's target implies (DLFP's placement without feedback), a Sarathi-style
   budget from the same target, a P-PAS-style two-level switch, DLFP with the paper's signal, with
-  the completion signal and with anti-windup, DLFP with one absolute target for every model, and
-  the controller proposed here (target from the measured decode step, completion signal).
+  the completion signal and with anti-windup, DLFP with one absolute target for every model, the
+  controller proposed with the baselines (target from the measured decode step, completion
+  signal), the prefill cadences (:data:`CADENCE_ARMS`) and the SLO controller (``dlfp-slo``).
 * **sensitivity**: on the modeled A100 with Qwen3-0.6B (the paper's success), DLFP's gain,
   target fraction and ``chunk_min`` as arms of one run; and, on the CPU engine and on that modeled
   target, the design's stall share swept over runs (from far below to above what a pooled P99
@@ -76,7 +77,7 @@ PAPER_TARGETS = ("a100-qwen3-0.6b", "a100-qwen3-8b", "a100-qwen3-32b", "a100-qwe
 
 FIXED_BUDGETS = (256, 512, 1024, 2048)
 _CAP = {"chunk_min": "@target_chunk", "chunk_max": "@target_chunk", "chunk_init": "@target_chunk"}
-BASELINE_ARMS: list[dict[str, Any]] = [
+PAPER_BASELINE_ARMS: list[dict[str, Any]] = [
     {"name": "stock"},
     *({"name": f"mbt-{b}", "engine": {"max_num_batched_tokens": b}} for b in FIXED_BUDGETS),
     {"name": "lpt-256", "engine": {"long_prefill_token_threshold": 256}},
@@ -89,7 +90,8 @@ BASELINE_ARMS: list[dict[str, Any]] = [
     {"name": "dlfp-abs-target", "dlfp": {"itl_slo_ms": ABSOLUTE_ITL_SLO_MS}},
     {"name": "dlfp-decode", "dlfp": {"target": "decode", "signal": "completion", "anti_windup": True}},
 ]
-"""Every arm of the baselines study; the study's text (module docstring) says what each is."""
+"""The baselines study's arms as its first runs had them; :data:`BASELINE_ARMS` adds the cadences and
+the SLO controller."""
 
 CADENCE_EVERY = (2, 4, 8)
 CADENCE_ARMS: list[dict[str, Any]] = [
@@ -97,19 +99,23 @@ CADENCE_ARMS: list[dict[str, Any]] = [
     {"name": "cadence-4-cap", "dlfp": {**_CAP, "prefill_every": 4}},
 ]
 """The prefill-cadence baseline (issue 20): prefill admitted only every N-th step while decodes run,
-with stock's chunks (control off) and combined with the fixed cap on mixed steps. A list of its own
-(no ``stock``: it joins a list that has one, such as :data:`BASELINE_ARMS`), so the committed
-baselines runs keep matching their plan."""
+with stock's chunks (control off) and combined with the fixed cap on mixed steps (no ``stock``: it
+joins a list that has one)."""
+SLO_CONTROLLER_ARM: dict[str, Any] = {"name": "dlfp-slo", "dlfp": {"controller": "slo"}}
+"""The SLO controller (issue 21, :mod:`dlfp.control.slo`) at its defaults; its ``itl_slo_ms`` is the
+run's, as every DLFP arm's."""
+BASELINE_ARMS: list[dict[str, Any]] = [*PAPER_BASELINE_ARMS, *CADENCE_ARMS, SLO_CONTROLLER_ARM]
+"""Every arm of the baselines study; the study's text (module docstring) says what each is."""
 
 SLO_ARMS: list[dict[str, Any]] = [
     {"name": "dlfp", "dlfp": {}},
     {"name": "dlfp-completion", "dlfp": {"signal": "completion"}},
     {"name": "dlfp-antiwindup", "dlfp": {"anti_windup": True}},
-    {"name": "dlfp-slo", "dlfp": {"controller": "slo"}},
+    SLO_CONTROLLER_ARM,
 ]
 """The capacity study's arms that hold an SLO given to them: each runs once per SLO level."""
 CAPACITY_FIXED_ARMS: list[dict[str, Any]] = [
-    *(a for a in BASELINE_ARMS if a["name"] not in {s["name"] for s in SLO_ARMS}), *CADENCE_ARMS]
+    a for a in BASELINE_ARMS if a["name"] not in {s["name"] for s in SLO_ARMS}]
 """The capacity study's arms whose parameters do not name the SLO: one sweep serves both levels."""
 CPU_CAPACITY_ARMS = ("stock", "mbt-256", "mbt-512", "mbt-1024", "cap", "cadence-2", "cadence-4",
                      "dlfp", "dlfp-completion", "dlfp-slo")
@@ -121,10 +127,11 @@ modeled H200 with Qwen3-8B."""
 FIELD_CAPACITY_ARMS = ("stock", "mbt-512", "mbt-2048", "cap", "cadence-4", "dlfp", "dlfp-completion", "dlfp-slo")
 """The field workload's reduced arm set: its requests are long (hundreds of output tokens, real time
 on the modeled GPU), so fewer arms."""
-CAPACITY_REQUESTS = 240
-"""Requests of the top load's units (fewer at lower loads, the same arrival span:
-:func:`dlfp.trials.sweep.requests_at_load`): several times the 30-60 requests in flight at saturation
-on these targets (rate x latency, from the pre-flight's costs), so a point reaches a steady state."""
+CAPACITY_REQUESTS = 160
+"""Fewest requests of the top load's units (fewer at lower loads, the same arrival span:
+:func:`dlfp.trials.sweep.requests_at_load`), more where they would arrive faster than
+:data:`dlfp.trials.sweep.MIN_SPAN_S` allows: the span decides whether a point reaches a steady state,
+and on the slow targets (the modeled 32B runs in real time) 160 already span tens of seconds."""
 
 SENSITIVITY_ARMS: list[dict[str, Any]] = [
     {"name": "stock"},
@@ -225,13 +232,14 @@ def capacity_arms(target: str) -> list[dict[str, Any]]:
 
 def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
              targets: tuple[str, ...] = ("cpu-tiny", *MODELED_TARGETS, FIELD_TARGET)) -> list[tuple[Path, TrialConfig]]:
-    """One capacity run per target (module docstring); the studies' request mix everywhere but on
+    """One capacity run per target (module docstring) with at least :data:`REGIME_TRIALS` trials (a
+    capacity's t interval needs them as a boundary's does); the studies' request mix everywhere but on
     :data:`FIELD_TARGET`, which keeps its config's workload (arrival process and classes)."""
     from dlfp.trials.sweep import LOADS
 
     plan = []
     for target in targets:
-        over = {**_common(trials, requests), "arms": capacity_arms(target), "reuse_engine": True,
+        over = {**_common(max(trials, REGIME_TRIALS), requests), "arms": capacity_arms(target), "reuse_engine": True,
                 "design": {"kind": "capacity", "load": LOADS[0], "enforce": False},
                 "name": f"study-capacity-{target}"}
         if target == FIELD_TARGET:

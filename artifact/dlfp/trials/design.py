@@ -60,7 +60,15 @@ from dlfp.trials.prediction import (
     scaled_rates,
     workload_facts,
 )
-from dlfp.trials.sweep import derived_slos, rate_at_load, requests_at_load, slo_levels, sweep_record
+from dlfp.trials.sweep import (
+    LOADS,
+    derived_slos,
+    rate_at_load,
+    requests_at_load,
+    slo_levels,
+    sweep_record,
+    top_requests,
+)
 
 RULES_VERSION = 1
 """Bumped whenever a rule's formula or default changes; recorded with every derived design."""
@@ -261,9 +269,10 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
               target_fraction: float) -> Design:
     """A capacity sweep (module docstring; :mod:`dlfp.trials.sweep`): the config's mix, each arm at the
     rate of its own ``load`` (else ``design.load``, the workload's rate) replaying the first
-    :func:`~dlfp.trials.sweep.requests_at_load` of the trial's requests (``workload.n_requests`` at the
-    top load), SLOs (and DLFP's ``itl_slo_ms``) at the tight level, nothing refused. The record's
-    ``sweep.arms`` gives each arm's load, rate and requests."""
+    :func:`~dlfp.trials.sweep.requests_at_load` of the trial's requests (at the top load all of them:
+    ``workload.n_requests``, or more for :data:`~dlfp.trials.sweep.MIN_SPAN_S`), SLOs (and DLFP's
+    ``itl_slo_ms``) at the tight level, nothing refused. The record's ``sweep.arms`` gives each arm's
+    load, rate and requests."""
     long_w = long_weight_share(config["workload"]["classes"])
     sweep = sweep_record(m, w, long_w, float(spec.load))
     tight = sweep["slos"]["tight"]
@@ -272,14 +281,15 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     p = predict(m, w, rate * long_w, rate * (1 - long_w), target_s)
     arms = resolve_arms(config["arms"], derived_values(m, w, target_s, spec.rules.decoders)) or [
         dict(a) for a in config["arms"]]
-    n_top = int(config["workload"]["n_requests"])
+    n_top = top_requests(int(config["workload"]["n_requests"]), rate_at_load(m, w, long_w, LOADS[-1]))
     for a in arms:
         load = float(a.get("load") or spec.load)
         a["rate_rps"] = round_sig(rate_at_load(m, w, long_w, load))
         a["n_requests"] = requests_at_load(load, n_top)
     sweep["arms"] = {a["name"]: {"load": float(a.get("load") or spec.load), "rate_rps": a["rate_rps"],
                                  "n_requests": a["n_requests"]} for a in arms}
-    overrides: dict[str, Any] = {"workload": {"rate_rps": rate}, "dlfp": {"itl_slo_ms": tight["itl_ms"]},
+    overrides: dict[str, Any] = {"workload": {"rate_rps": rate, "n_requests": n_top},
+                                 "dlfp": {"itl_slo_ms": tight["itl_ms"]},
                                  "slo": {"tpot_ms": tight["itl_ms"], "ttft_ms": tight["ttft_ms"]}, "arms": arms}
     return Design("capacity", spec.rules, m, w, p, overrides, (), sweep)
 

@@ -29,6 +29,7 @@ Pure arithmetic over :class:`~dlfp.trials.prediction.Measured` and the workload'
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,11 +41,26 @@ ITL_STEPS: dict[str, float] = {"tight": 5.0, "relaxed": 25.0}
 """ITL SLO per level, in measured decode-only steps (after Sarathi-Serve's strict and relaxed SLOs)."""
 TTFT_PREFILLS: dict[str, float] = {"tight": 3.0, "relaxed": 10.0}
 """TTFT SLO per level, in isolated stock prefills of a median long prompt."""
-LOADS = (0.15, 0.3, 0.45, 0.6, 0.8, 1.0)
-"""Sweep points as stock's predicted prefill load: from light load to saturation of prefill alone
-(decode steps come on top, so 1.0 is past stock's saturation on every target)."""
+LOADS = (0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.2)
+"""Sweep points as stock's predicted prefill load: from light load to past saturation of prefill
+alone (decode steps come on top), finer where the tight level's capacities fell in a development
+run (0.45-0.7 on the modeled A100 with Qwen3-0.6B). One point lies above 1.0: the prediction charges
+each prompt its fixed prefill cost, which prompts batched into one step share. Far above it the
+client itself falls behind (at 1.7 there, requests went out up to 0.7 s late)."""
 MIN_REQUESTS = 20
 """Fewest requests a sweep point replays (its pooled P99 needs a few thousand gaps)."""
+MIN_SPAN_S = 4.0
+"""Shortest arrival span of a sweep point, in seconds: a point's queue must have time to grow past
+what its TTFT SLO allows before the arrivals end, or a rate past capacity passes as a burst the
+engine absorbs. 240 requests arrive in about a second on the modeled A100 with Qwen3-0.6B (requests
+live about as long there): at load 1.0 stock's P99 TTFT was within the relaxed SLO of 184 ms with 240
+requests, and 2.1 s when they spanned 4 s (development runs)."""
+
+
+def top_requests(n_requests: int, top_rate_rps: float) -> int:
+    """Requests of the top load's point: the config's ``n_requests``, or more where they would arrive
+    in less than :data:`MIN_SPAN_S` at ``top_rate_rps``."""
+    return max(n_requests, math.ceil(MIN_SPAN_S * top_rate_rps))
 
 
 def requests_at_load(load: float, n_top: int) -> int:

@@ -39,24 +39,26 @@ def test_unknown_target_is_refused() -> None:
 
 def test_cadence_arms_are_the_sweep_and_the_capped_variant() -> None:
     """Issue 20's prefill-cadence baseline: N = 2, 4, 8 with control off (stock's chunks), and N = 4
-    with the baselines' fixed cap; a list beside BASELINE_ARMS, which stays as its committed runs ran."""
+    with the baselines' fixed cap; the baselines study runs them after the arms its first runs had,
+    and the SLO controller last."""
     arms = {a["name"]: a["dlfp"] for a in plans.CADENCE_ARMS}
     assert arms == {"cadence-2": {"enabled": False, "prefill_every": 2},
                     "cadence-4": {"enabled": False, "prefill_every": 4},
                     "cadence-8": {"enabled": False, "prefill_every": 8},
                     "cadence-4-cap": {**plans._CAP, "prefill_every": 4}}
-    assert not {a["name"] for a in plans.BASELINE_ARMS} & set(arms)
-    assert all("prefill_every" not in (a.get("dlfp") or {}) for a in plans.BASELINE_ARMS)
+    assert not {a["name"] for a in plans.PAPER_BASELINE_ARMS} & set(arms)
+    assert all("prefill_every" not in (a.get("dlfp") or {}) for a in plans.PAPER_BASELINE_ARMS)
+    assert [*plans.PAPER_BASELINE_ARMS, *plans.CADENCE_ARMS, plans.SLO_CONTROLLER_ARM] == plans.BASELINE_ARMS
 
 
 def test_cadence_arms_parse_as_arms_of_a_study_config() -> None:
     from dlfp.studies.frontier import kind
 
     for target in ("cpu-tiny", "a100-qwen3-8b"):
-        raw = plans.target_config(target, {"arms": [*plans.BASELINE_ARMS, *plans.CADENCE_ARMS]})
-        cfg = plans.parse_config(raw)
-        assert cfg.arm_names[-4:] == ("cadence-2", "cadence-4", "cadence-8", "cadence-4-cap")
-        for name in cfg.arm_names[-4:]:
+        cfg = plans.parse_config(plans.target_config(target, {"arms": plans.BASELINE_ARMS}))
+        assert cfg.arm_names[-5:-1] == ("cadence-2", "cadence-4", "cadence-8", "cadence-4-cap")
+        assert cfg.arm("dlfp-slo").dlfp == {"controller": "slo"}
+        for name in cfg.arm_names[-5:-1]:
             assert kind(cfg.arm(name)) == "cadence"
             assert cfg.engine_for(name).dlfp["prefill_every"] in (2, 4, 8)
         assert cfg.engine_for("cadence-4").dlfp["enabled"] is False
@@ -70,7 +72,7 @@ def test_the_capacity_plan_runs_every_arm_at_every_load_and_slo_arms_per_level()
     assert [str(d) for d in plan] == ["cpu-tiny", *plans.MODELED_TARGETS, plans.FIELD_TARGET]
     reduced = {"cpu-tiny": plans.CPU_CAPACITY_ARMS, plans.FIELD_TARGET: plans.FIELD_CAPACITY_ARMS}
     for target, cfg in plan.items():
-        assert cfg.design.kind == "capacity" and cfg.reuse_engine and len(cfg.seeds) == plans.TRIALS
+        assert cfg.design.kind == "capacity" and cfg.reuse_engine and len(cfg.seeds) == plans.REGIME_TRIALS
         bases = {a.name.rpartition("_")[0] or a.name for a in cfg.arms}
         held = {f"{a['name']}.{lv}" for a in plans.SLO_ARMS for lv in LEVELS}
         fixed = {a["name"] for a in plans.CAPACITY_FIXED_ARMS}

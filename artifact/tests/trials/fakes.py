@@ -27,13 +27,15 @@ class FakeArms:
     def __init__(self, fail_at: int | None = None, fail: BaseException | None = None) -> None:
         self.calls: list[bool] = []
         self.engines: list[int] = []
-        self.warmups: list[int] = []
-        """Warm-up requests each engine of :meth:`many` replayed first."""
         """Workloads per engine that :meth:`many` ran (one engine per unit goes through ``__call__`` alone)."""
+        self.warmups: list[int] = []
+        """Warm-up requests each engine replayed first (of :meth:`many`, or of a call given them)."""
         self.fail_at, self.fail = fail_at, fail
 
-    def __call__(self, spec, requests, step_log: Path, progress=None, telemetry_interval_s=0.5):
+    def __call__(self, spec, requests, step_log: Path, progress=None, telemetry_interval_s=0.5, warmup=()):
         self.calls.append(spec.dlfp["enabled"])
+        if warmup:
+            self.warmups.append(len(warmup))
         if self.fail_at == len(self.calls):
             raise self.fail
         reqs = pd.DataFrame([{"request_id": r.request_id, "arrival_s": r.arrival_s, "send_s": r.arrival_s,

@@ -34,7 +34,7 @@ def test_a_swallowed_signal_is_delivered_again(tmp_path, fake, monkeypatch) -> N
     real = arms.__call__
     swallowed: list[float] = []
 
-    def engine_start_that_swallows(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+    def engine_start_that_swallows(spec, requests, step_log, progress=None, telemetry_interval_s=0.5, warmup=()):
         if len(arms.calls) == 1:
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
@@ -73,7 +73,7 @@ def test_the_repeat_delivery_does_not_cut_an_engine_shutdown_short(tmp_path, fak
             shutdown.append("done")
             raise
 
-    def arm_stopped_mid_replay(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+    def arm_stopped_mid_replay(spec, requests, step_log, progress=None, telemetry_interval_s=0.5, warmup=()):
         arms.calls.append(spec.dlfp["enabled"])
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
         asyncio.run(replay())

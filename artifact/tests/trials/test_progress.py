@@ -222,7 +222,7 @@ def test_engine_output_goes_to_the_log_beside_the_run_folder_and_a_failure_shows
     arms = fake()
     real = arms.__call__
 
-    def noisy_arm(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+    def noisy_arm(spec, requests, step_log, progress=None, telemetry_interval_s=0.5, warmup=()):
         subprocess.run([sys.executable, "-c", "import sys; print('Triton is installed, but ...', file=sys.stderr)"],
                        check=True)  # a process the engine starts, talking as vLLM's do
         if not arms.calls:

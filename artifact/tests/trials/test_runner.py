@@ -112,7 +112,7 @@ def test_ctrl_c_reported_as_another_error_is_still_an_interruption(tmp_path, fak
     arms = fake()
     real = arms.__call__
 
-    def start_engine_then_ctrl_c(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+    def start_engine_then_ctrl_c(spec, requests, step_log, progress=None, telemetry_interval_s=0.5, warmup=()):
         if len(arms.calls) == 1:  # the second unit: Ctrl-C while its engine starts
             try:
                 os.kill(os.getpid(), signal.SIGINT)
@@ -150,7 +150,7 @@ def test_sigterm_is_an_interruption_with_its_own_exit_code(tmp_path, fake, monke
     arms = fake()
     real = arms.__call__
 
-    def sigterm_in_second_unit(spec, requests, step_log, progress=None, telemetry_interval_s=0.5):
+    def sigterm_in_second_unit(spec, requests, step_log, progress=None, telemetry_interval_s=0.5, warmup=()):
         if len(arms.calls) == 1:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler raises long before
@@ -226,7 +226,8 @@ def test_an_interrupt_on_a_shared_engine_keeps_the_units_it_finished(tmp_path, f
     assert arms.engines == [1, 2, 1, 2, 1] and len(arms.calls) == 7
 
 
-def test_without_reuse_every_unit_gets_its_own_engine(tmp_path, fake) -> None:
+def test_without_reuse_every_unit_gets_its_own_engine_warmed_first(tmp_path, fake) -> None:
     arms = fake()
     runner.run_trials(parse_config({**REUSE, "reuse_engine": False}), tmp_path / "run", progress=False)
-    assert arms.engines == [] and len(arms.calls) == 8  # every unit through run_arm: a fresh, cold engine
+    assert arms.engines == [] and len(arms.calls) == 8  # every unit through run_arm: a fresh engine
+    assert arms.warmups == [3] * 8  # each warmed on its workload's first requests, as a shared one is

@@ -10,7 +10,16 @@ from hypothesis import strategies as st
 from dlfp.trials.config import parse_config
 from dlfp.trials.design import DesignSpec, derive
 from dlfp.trials.prediction import Measured, Workload, predict, workload_facts
-from dlfp.trials.sweep import capacity_bound, rate_at_load, slo_levels, sweep_record
+from dlfp.trials.sweep import (
+    LOADS,
+    MIN_SPAN_S,
+    capacity_bound,
+    rate_at_load,
+    requests_at_load,
+    slo_levels,
+    sweep_record,
+    top_requests,
+)
 
 M = Measured(decode_s=0.002, prefill_fixed_s=0.001, prefill_per_token_s=1e-5, decoders=4, source="test")
 W = Workload(long_prompt=2000, short_prompt=100, short_output=100, long_output=20, stock_budget=4096)
@@ -67,7 +76,9 @@ def test_a_capacity_design_sets_the_rate_slos_and_each_arms_slo_from_the_measure
     assert d.kind == "capacity" and d.problems == ()
     record = sweep_record(M, workload_facts(raw), 0.2, 0.58)
     assert {k: v for k, v in d.sweep.items() if k != "arms"} == record
-    assert d.overrides["workload"] == {"rate_rps": 100.0}
+    # The top load's 100 requests would arrive in under MIN_SPAN_S: the trial gets as many as span it.
+    n_top = top_requests(100, rate_at_load(M, workload_facts(raw), 0.2, LOADS[-1]))
+    assert n_top > 100 and d.overrides["workload"] == {"rate_rps": 100.0, "n_requests": n_top}
     assert d.overrides["slo"] == {"tpot_ms": 10.0, "ttft_ms": 63.0}
     arms = {a["name"]: a for a in d.overrides["arms"]}
     assert arms["dlfp.tight"]["dlfp"] == {"itl_slo_ms": 10.0}
@@ -75,10 +86,12 @@ def test_a_capacity_design_sets_the_rate_slos_and_each_arms_slo_from_the_measure
     # The cap: the chunk of a step lasting T* = 0.5 x the tight SLO: (5 - 2 - 1) / 0.01 = 200 tokens.
     assert arms["cap"]["dlfp"]["chunk_max"] == 200
     # Every arm's rate: the design's load unless the arm names its own (half the load, half the rate).
-    # The config's 100 requests are the top load's (1.0): 58 at 0.58, 29 at 0.29 (the same arrival span).
-    assert d.sweep["arms"]["stock"] == {"load": 0.58, "rate_rps": 100.0, "n_requests": 58}
-    assert d.sweep["arms"]["stock_0.29"] == {"load": 0.29, "rate_rps": 50.0, "n_requests": 29}
-    assert arms["stock_0.29"]["rate_rps"] == 50.0 and arms["stock_0.29"]["n_requests"] == 29
+    # Every point spans the same MIN_SPAN_S of arrivals: 400 requests at 100/s, 200 at 50/s.
+    n, n_half = requests_at_load(0.58, n_top), requests_at_load(0.29, n_top)
+    assert n == pytest.approx(MIN_SPAN_S * 100, abs=1) and n_half == pytest.approx(MIN_SPAN_S * 50, abs=1)
+    assert d.sweep["arms"]["stock"] == {"load": 0.58, "rate_rps": 100.0, "n_requests": n}
+    assert d.sweep["arms"]["stock_0.29"] == {"load": 0.29, "rate_rps": 50.0, "n_requests": n_half}
+    assert arms["stock_0.29"]["rate_rps"] == 50.0 and arms["stock_0.29"]["n_requests"] == n_half
     assert "sweep" in d.record() and d.record()["sweep"]["bound_rps"]["tight"] == pytest.approx(146.0)
 
 
@@ -92,10 +105,17 @@ def test_an_arm_replays_its_trials_requests_at_its_own_rate() -> None:
                                                   raw).overrides)
     trial = workload.generate(cfg.workload_spec(3))
     base, half = (workload.generate(cfg.workload_spec(3, arm)) for arm in ("stock", "stock_0.29"))
-    assert (len(trial), len(base), len(half)) == (100, 58, 29)
-    assert [(r.request_id, r.prompt_token_ids, r.output_len) for r in trial[:29]] == \
+    assert len(trial) == cfg.workload["n_requests"] > len(base) > len(half) == round(len(base) / 2)
+    k = len(half)
+    assert [(r.request_id, r.prompt_token_ids, r.output_len) for r in trial[:k]] == \
         [(r.request_id, r.prompt_token_ids, r.output_len) for r in half]
-    assert [r.arrival_s for r in half] == pytest.approx([2 * r.arrival_s for r in base[:29]])
+    assert [r.arrival_s for r in half] == pytest.approx([2 * r.arrival_s for r in base[:k]])
+
+
+def test_the_top_load_keeps_the_configs_requests_where_they_span_long_enough() -> None:
+    assert top_requests(160, 10.0) == 160  # 16 s of arrivals
+    assert top_requests(160, 100.0) == 400 == MIN_SPAN_S * 100  # 1.6 s: as many as span MIN_SPAN_S
+    assert requests_at_load(LOADS[-1], 160) == 160 and requests_at_load(LOADS[0], 160) >= 20
 
 
 def test_only_capacity_designs_take_a_load() -> None:
