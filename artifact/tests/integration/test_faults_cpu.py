@@ -180,6 +180,8 @@ class Job:
                     pid = json.loads(lines[0])["header"]["pid"]
                 except (IndexError, ValueError):  # not written yet, or caught mid-write
                     continue
+                except KeyError:  # a stopped job's engine core flushed its last steps after the driver
+                    continue      # removed its log: a leftover without a header, which the next unit removes
                 if len(self.complete()) == n_complete and len(lines) > 2 and pid in {c.pid for c in children}:
                     return children
             time.sleep(0.2)
