@@ -243,19 +243,16 @@ def summarize(requests: pd.DataFrame, tokens: pd.DataFrame, ttft_slo_s: float,
     }
 
 
-def output_agreement(tokens_a: Mapping[str, Sequence[int]],
-                     tokens_b: Mapping[str, Sequence[int]]) -> dict[str, Any]:
-    """How many requests produced identical token ids in two runs (e.g. stock vs DLFP).
+def output_agreement(outputs_a: Mapping[str, str], outputs_b: Mapping[str, str]) -> dict[str, Any]:
+    """How many requests produced identical outputs in two runs (e.g. stock vs DLFP), each output
+    given by its digest (:func:`dlfp.analysis.runs.output_digests`).
 
     Compared over the union of request ids; an id missing on one side counts as a mismatch,
     so a run that drops requests cannot look more faithful. ``rate`` is NaN when both are empty.
     """
-    ids = sorted(set(tokens_a) | set(tokens_b))
-    mismatched = [
-        rid for rid in ids
-        if rid not in tokens_a or rid not in tokens_b
-        or [int(t) for t in tokens_a[rid]] != [int(t) for t in tokens_b[rid]]
-    ]
+    ids = sorted(set(outputs_a) | set(outputs_b))
+    mismatched = [rid for rid in ids
+                  if rid not in outputs_a or rid not in outputs_b or outputs_a[rid] != outputs_b[rid]]
     n_identical = len(ids) - len(mismatched)
     return {
         "n_compared": len(ids),

@@ -24,6 +24,7 @@ import pandas as pd
 from dlfp.analysis import metrics
 from dlfp.control.params import parse_params
 from dlfp.harness import workload
+from dlfp.harness.driver import output_digest
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TrialConfig, run_config
 from dlfp.trials.runfolder import (
@@ -155,6 +156,17 @@ def read_trace(path: Path, table: str, digest: str | None) -> pd.DataFrame:
     return df
 
 
+def output_digests(requests: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, str]:
+    """Each request's output digest (:func:`dlfp.harness.driver.output_digest`), for the requests that
+    produced a token: the requests table's own, or (a run stored before it had them) made from the
+    token ids."""
+    if "output_digest" in requests.columns:
+        produced = requests[requests["output_len"] > 0]
+        return dict(zip(produced["request_id"], produced["output_digest"], strict=True))
+    return {rid: output_digest(ids.to_numpy()) for rid, ids in tokens.sort_values(["request_id", "index"])
+            .groupby("request_id")["token_id"]}
+
+
 def accounting(requests: pd.DataFrame, tokens: pd.DataFrame, wl: list[workload.Request]) -> dict[str, int]:
     """Exact token accounting: every request's prompt and output counts against the workload."""
     want = {r.request_id: (r.prompt_len, r.output_len) for r in wl}
@@ -187,14 +199,12 @@ def trial_rows(run: RunData) -> pd.DataFrame:
     threshold, long_gap = stall_threshold_s(config), target_s(config)
     rows = []
     for k in run.trials:
-        token_ids = {
-            arm: run.tables[(k, arm)]["tokens"].groupby("request_id")["token_id"].apply(list).to_dict()
-            for arm in run.arms
-        }
+        outputs = {arm: output_digests(run.tables[(k, arm)]["requests"], run.tables[(k, arm)]["tokens"])
+                   for arm in run.arms}
         for arm in run.arms:
             t = run.tables[(k, arm)]
             try:
-                agree = metrics.output_agreement(token_ids[REFERENCE], token_ids[arm])
+                agree = metrics.output_agreement(outputs[REFERENCE], outputs[arm])
                 summary = metrics.summarize(t["requests"], t["tokens"], config.ttft_slo_s, config.tpot_slo_s,
                                             threshold, long_gap)
                 counts = accounting(t["requests"], t["tokens"], run.workloads[k])

@@ -54,7 +54,6 @@ def measure(target: str, repeats: int, requests: int, load: float) -> dict[str, 
     from dlfp.trials.design import derive
     from dlfp.trials.prediction import workload_facts
     from dlfp.trials.preflight import run_preflight
-    from dlfp.trials.runner import WARMUP_REQUESTS
 
     config = _config(target, requests, load)
     facts = workload_facts(config.raw)
@@ -62,7 +61,7 @@ def measure(target: str, repeats: int, requests: int, load: float) -> dict[str, 
                         "reuse benchmark")
     config = config.with_overrides(derive(config.design, pre.measured, facts, config.raw).overrides)
     spec, reqs = config.engine_for(REFERENCE), workload.generate(config.workload_spec(0))
-    warmup = reqs[:WARMUP_REQUESTS]
+    warmup = reqs[:config.warmup_requests]
     runs: dict[str, list[dict[str, float]]] = {"cold": [], "warm": [], "reused": []}
     with tempfile.TemporaryDirectory() as tmp:
 

@@ -51,8 +51,8 @@ def notebook_parameters(run: str, gen: str, sim: str, reduced: bool) -> dict[str
     }
     if reduced:
         # Reduced runs check the pipeline, not the claim: a design outside its regime on a busy machine
-        # is recorded and flagged in the book rather than refused.
-        lenient = {"design": {"enforce": False}}
+        # is recorded and flagged in the book rather than refused, and two requests warm each engine.
+        lenient = {"design": {"enforce": False}, "warmup_requests": 2}
         small = {"trials": 1, "workload": {"n_requests": 10}, **lenient}
         params["01_paired_trials"]["overrides"] = {"trials": 2, "workload": {"n_requests": 12}, **lenient}
         params["02_generalization"].update(models=["qwen3-tiny"], overrides=small, modeled_overrides=small,

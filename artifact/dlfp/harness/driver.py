@@ -13,12 +13,14 @@ OpenAI-compatible server (``vllm serve``) through :class:`HttpTarget`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
 from dlfp.harness.workload import Request
@@ -158,19 +160,34 @@ async def drive(target: Target, requests: Sequence[Request],
     return _to_trace(traces, t0)
 
 
+def stamp(t_s: float) -> float:
+    """A token's client time as the trace keeps it: rounded to the microsecond, the unit a run folder
+    stores it in (:data:`dlfp.trials.runfolder.TOKEN_TICKS_PER_S`), so the stored table reads back
+    exactly, and ``first_token_s`` stays the same reading as its first token's ``t_s``."""
+    return round(t_s * 1_000_000) / 1_000_000
+
+
+def output_digest(token_ids: Sequence[int]) -> str:
+    """A request's output token ids as 16 hex digits (BLAKE2b, 8 bytes, of them as little-endian int32):
+    two runs produced the same output exactly when their digests agree (a chance collision is 2^-64),
+    which lets a run drop the ids themselves and still be compared (``token_ids: false``)."""
+    return hashlib.blake2b(np.asarray(token_ids, dtype="<i4").tobytes(), digest_size=8).hexdigest()
+
+
 def _to_trace(traces: list[RequestTrace], t0: float) -> TrialTrace:
     req_rows, tok_rows = [], []
     for tr in traces:
         r = tr.request
+        times = [stamp(t) for t in tr.token_t]
         req_rows.append({
             "request_id": r.request_id, "arrival_s": r.arrival_s, "send_s": tr.send_s,
-            "first_token_s": tr.token_t[0] if tr.token_t else float("nan"),
+            "first_token_s": times[0] if times else float("nan"),
             "finish_s": tr.finish_s, "prompt_len": r.prompt_len,
             "output_len_requested": r.output_len, "output_len": len(tr.token_ids),
-            "status": tr.status, "error": tr.error,
+            "status": tr.status, "error": tr.error, "output_digest": output_digest(tr.token_ids),
         })
         tok_rows.extend({"request_id": r.request_id, "index": i, "t_s": t, "token_id": tok}
-                        for i, (t, tok) in enumerate(zip(tr.token_t, tr.token_ids, strict=True)))
+                        for i, (t, tok) in enumerate(zip(times, tr.token_ids, strict=True)))
     tokens = pd.DataFrame(tok_rows, columns=["request_id", "index", "t_s", "token_id"])
     lateness = [tr.send_s - tr.request.arrival_s for tr in traces if tr.send_s == tr.send_s]
     return TrialTrace(pd.DataFrame(req_rows), tokens, t0, lateness)

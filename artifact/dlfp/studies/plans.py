@@ -32,7 +32,9 @@ chapter renders the committed folders (``data/runs/study-*``).
   Arms whose parameters do not name the SLO run once and are judged at both levels; DLFP's
   controllers (:data:`SLO_ARMS`) run once per level with ``itl_slo_ms`` at that level's ITL SLO, as
   a user would set it (``<name>.<level>``). Consecutive units of one engine configuration (an arm's
-  loads) share one engine (``reuse_engine``). On the CPU engine a reduced arm set
+  loads) share one engine (``reuse_engine``), and the token tables keep times, not ids
+  (``token_ids: false``: a sweep's many units would otherwise take three times the bytes; each
+  request's output digest stays). On the CPU engine a reduced arm set
   (:data:`CPU_CAPACITY_ARMS`), on the modeled targets all; and once more on a field-like workload
   the defaults were not developed on (:data:`FIELD_TARGET`, a reduced set).
 """
@@ -240,7 +242,7 @@ def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
     plan = []
     for target in targets:
         over = {**_common(max(trials, REGIME_TRIALS), requests), "arms": capacity_arms(target), "reuse_engine": True,
-                "design": {"kind": "capacity", "load": LOADS[0], "enforce": False},
+                "token_ids": False, "design": {"kind": "capacity", "load": LOADS[0], "enforce": False},
                 "name": f"study-capacity-{target}"}
         if target == FIELD_TARGET:
             raw = merge(_load(CONFIGS / "workloads-field.yaml"), over)

@@ -69,6 +69,8 @@ CPU_DEFAULT: dict[str, Any] = {
     "slo": {"ttft_ms": 5000.0, "tpot_ms": 100.0},
     "telemetry_interval_s": 0.5,
     "reuse_engine": False,
+    "warmup_requests": 16,
+    "token_ids": True,
 }
 
 
@@ -89,6 +91,17 @@ class TrialConfig:
     raw: dict[str, Any]
     reuse_engine: bool = False
     """Replay consecutive units of one engine configuration on one engine (:func:`dlfp.harness.arm.run_arms`)."""
+    warmup_requests: int = 16
+    """Requests every engine replays (discarded) before its first measured workload: the first of that
+    workload's, at its rate, so prefill, decode and mixed steps have all run once. A cold engine's first
+    requests pay one-time costs: ``dlfp bench reuse`` measured P99 TTFT 14-27 ms higher cold than warmed
+    (95% CI) on the modeled A100 with Qwen3-0.6B, where the whole P99 TTFT is about 40 ms; a pooled P99 of
+    100 requests would see it. ``vllm bench serve`` likewise sends one test prompt before it measures.
+    Only the pipeline's reduced runs (they test the pipeline, not a latency) set fewer."""
+    token_ids: bool = True
+    """Keep every output token's id in ``tokens.parquet``. Each request's output digest
+    (``requests.output_digest``) is kept either way, so outputs are compared across arms without them;
+    a sweep of many units (the capacity study) drops them: they are two thirds of a token row stored."""
 
     def workload_spec(self, seed: int, arm: str | None = None) -> WorkloadSpec:
         """A trial's seeded workload; for ``arm``, at its own ``rate_rps`` and ``n_requests`` where it
@@ -243,9 +256,12 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
     if loaded and design.kind != "capacity":
         raise _fail(f"arms[{loaded[0]}].load", arms[loaded[0]].load, "unset: an arm's load belongs to a capacity "
                     "design (design.kind: capacity), which turns it into the arm's rate")
-    reuse = merged["reuse_engine"]
-    if not isinstance(reuse, bool):
-        raise _fail("reuse_engine", reuse, "true or false")
+    for key in ("reuse_engine", "token_ids"):
+        if not isinstance(merged[key], bool):
+            raise _fail(key, merged[key], "true or false")
+    warmup = merged["warmup_requests"]
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= 10_000:
+        raise _fail("warmup_requests", warmup, "an integer in [0, 10000]")
     workload = dict(merged["workload"])
     if "seed" in workload:
         raise _fail("workload.seed", workload["seed"], "unset: trial seeds come from 'seeds'")
@@ -275,7 +291,7 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
         ttft_slo_s=_number(slo, "ttft_ms", "slo", 0, 3.6e6) / 1000.0,
         tpot_slo_s=_number(slo, "tpot_ms", "slo", 0, 3.6e6) / 1000.0,
         telemetry_interval_s=_number(merged, "telemetry_interval_s", "", 0, 60),
-        raw=merged, reuse_engine=reuse,
+        raw=merged, reuse_engine=merged["reuse_engine"], warmup_requests=warmup, token_ids=merged["token_ids"],
     )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,12 +60,26 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "requests": {"request_id": "string", "arrival_s": "float", "send_s": "float", "first_token_s": "float",
                  "finish_s": "float", "prompt_len": "int", "output_len_requested": "int", "output_len": "int",
                  "status": "string"},
-    "tokens": {"request_id": "string", "index": "int", "t_s": "float", "token_id": "int"},
+    "tokens": {"request_id": "string", "index": "int", "t_s": "float"},
     "steps": {"step": "int", "schedule_t": "float", "complete_t": "float", "prefill_tokens": "int",
               "decode_reqs": "int"},
     "telemetry": {"t_s": "float", "source": "string", "metric": "string", "value": "float"},
 }
 """Columns every reader relies on, with their kind; writers may add more columns."""
+
+OPTIONAL_COLUMNS: dict[str, dict[str, str]] = {
+    "requests": {"output_digest": "string"},
+    "tokens": {"token_id": "int"},
+}
+"""Columns a table has when its run recorded them (each request's output digest since the compact
+token table; token ids unless the config's ``token_ids`` is off), checked like the required ones."""
+
+TOKEN_TICKS_PER_S = 1_000_000
+"""``tokens.parquet`` stores each token's client time as integer microseconds (``t_us``), which the
+client's stamps are rounded to (:func:`dlfp.harness.driver.stamp`), and its integers as int32. On a
+capacity unit of 72,620 tokens a row took 13.0 bytes as float seconds and int64 ids, 4.2 stored so
+and 1.4 without the ids (``token_ids: false``; random ids hardly compress). Readers see ``t_s``
+either way (older runs stored it)."""
 
 
 OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
@@ -80,13 +95,45 @@ class RunFolderError(ValueError):
     """A run folder cannot be used as asked: it would lose, mix or misread data."""
 
 
+def stored(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """A run table as it is written: a token table's times as integer microseconds and its integers as
+    int32 (what :func:`read_table` turns back, exactly, into the frame the metrics read). Times that
+    are not whole microseconds are refused rather than rounded: ``first_token_s`` would no longer be
+    its first token's ``t_s``."""
+    if table != "tokens" or "t_s" not in df.columns:
+        return df
+    t_s = df["t_s"].to_numpy(dtype=float)
+    ticks = np.rint(t_s * TOKEN_TICKS_PER_S).astype(np.int64)
+    if not np.array_equal(ticks / TOKEN_TICKS_PER_S, t_s):  # it would not read back as it was written
+        raise ValueError("tokens: t_s holds times that are not whole microseconds; allowed: the client's "
+                         "stamps (dlfp.harness.driver.stamp)")
+    out = df.drop(columns="t_s").astype({c: "int32" for c in ("index", "token_id") if c in df.columns})
+    out.insert(list(df.columns).index("t_s"), "t_us", ticks)
+    return out
+
+
+def _canonical(df: pd.DataFrame, table: str, where: Path) -> pd.DataFrame:
+    """:func:`stored`'s inverse (its int32 columns stay so); a table stored before it came is returned
+    as it was."""
+    if table != "tokens" or "t_us" not in df.columns or "t_s" in df.columns:
+        return df
+    if not _kind_ok(df["t_us"], "int"):
+        raise RunFolderError(f"{where}: column 't_us' holds {df['t_us'].dtype} values, expected int")
+    out = df.drop(columns="t_us")
+    out.insert(list(df.columns).index("t_us"), "t_s", df["t_us"].to_numpy(dtype=np.int64) / TOKEN_TICKS_PER_S)
+    return out
+
+
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    """One table (zstd), replaced in one step like :func:`write_text_atomic`."""
+    """One table (zstd), replaced in one step like :func:`write_text_atomic`. Only text columns are
+    dictionary-encoded: on numbers zstd does better alone (see :data:`TOKEN_TICKS_PER_S`)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     os.close(fd)
     try:
-        df.to_parquet(tmp, compression="zstd", index=False)
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        text = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -197,8 +244,11 @@ def _kind_ok(series: pd.Series, kind: str) -> bool:
 
 def check_schema(df: pd.DataFrame, table: str, where: Path) -> pd.DataFrame:
     """Refuse a table lacking a column readers rely on, or holding the wrong kind of values in it."""
-    for column, kind in SCHEMAS[table].items():
+    optional = OPTIONAL_COLUMNS.get(table, {})
+    for column, kind in {**SCHEMAS[table], **optional}.items():
         if column not in df.columns:
+            if column in optional:
+                continue
             raise RunFolderError(f"{where}: column {column!r} is missing (a {table} table needs "
                                  f"{sorted(SCHEMAS[table])})")
         if not _kind_ok(df[column], kind):
@@ -215,7 +265,7 @@ def read_table(path: Path, table: str, digest: str | None, verify: bool = True) 
         df = pq.read_table(path).to_pandas()
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise RunFolderError(f"{path}: cannot read it as Parquet ({exc}); restore it or rerun the trial") from None
-    return check_schema(df, table, path)
+    return check_schema(_canonical(df, table, path), table, path)
 
 
 def listed_files(run_dir: Path, manifest: Mapping[str, Any]) -> list[tuple[Path, str | None]]:

@@ -42,6 +42,7 @@ from dlfp.trials.runfolder import (
     RunFolderError,
     engine_log,
     engine_step_log,
+    stored,
     write_parquet,
 )
 
@@ -56,14 +57,6 @@ def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list
         path.parent.mkdir(parents=True, exist_ok=True)
         workload.save(requests, path)
     return requests
-
-
-WARMUP_REQUESTS = 16
-"""Requests every engine replays (discarded) before its first measured workload: the first of that
-workload's, at its rate, so prefill, decode and mixed steps have all run once. A cold engine's first
-requests pay one-time costs: ``dlfp bench reuse`` measured P99 TTFT 14-27 ms higher cold than warmed
-(95% CI) on the modeled A100 with Qwen3-0.6B, where the whole P99 TTFT is about 40 ms; a pooled P99 of
-100 requests would see it. ``vllm bench serve`` likewise sends one test prompt before it measures."""
 
 
 def _unit_requests(config: TrialConfig, out: Path, unit: dict[str, Any]) -> list[workload.Request]:
@@ -122,7 +115,7 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
 
     def done(j: int, result: Any) -> None:
         i, unit = group[j], units[j]
-        manifest["units"][i] = _finish_unit(out, unit, result, started[0])
+        manifest["units"][i] = _finish_unit(config, out, unit, result, started[0])
         manifest["missing"] = missing_units(manifest)
         write_json_atomic(out / MANIFEST, manifest)
         report.unit_done(i, manifest["units"][i])
@@ -138,7 +131,7 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
     spec = config.engine_for(first["arm"])
     try:
         with output_to(engine_log(out), f"{header} (seed {first['seed']}{shared})"):
-            warmup = work[0][:WARMUP_REQUESTS]  # every unit meets a warmed engine, however engines are shared
+            warmup = work[0][:config.warmup_requests]  # every unit meets a warmed engine, however shared
             if config.reuse_engine:
                 arm.run_arms(spec, jobs, log, done, config.telemetry_interval_s, warmup=warmup)
             else:  # one engine per unit: the arm runner's own entry point (what tests stand in for)
@@ -147,14 +140,15 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
         log.unlink(missing_ok=True)
 
 
-def _finish_unit(out: Path, unit: dict[str, Any], result: Any, started: float) -> dict[str, Any]:
+def _finish_unit(config: TrialConfig, out: Path, unit: dict[str, Any], result: Any,
+                 started: float) -> dict[str, Any]:
     """Write a finished unit's tables into place (atomically: a rename) and return its manifest record."""
     trial_dir = out / f"trial-{unit['trial']}"
     final, partial = trial_dir / unit["arm"], trial_dir / f".{unit['arm']}.partial"
-    tables = {"requests": result.trace.requests, "tokens": result.trace.tokens,
-              "steps": result.steps, "telemetry": result.telemetry}
+    tokens = result.trace.tokens if config.token_ids else result.trace.tokens.drop(columns="token_id")
+    tables = {"requests": result.trace.requests, "tokens": tokens, "steps": result.steps, "telemetry": result.telemetry}
     for name, df in tables.items():
-        write_parquet(df, partial / f"{name}.parquet")
+        write_parquet(stored(df, name), partial / f"{name}.parquet")
     os.replace(partial, final)
     lateness = pd.Series(result.trace.lateness_s, dtype=float)
     return {

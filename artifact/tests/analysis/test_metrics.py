@@ -127,8 +127,8 @@ def test_summarize() -> None:
 
 
 def test_output_agreement() -> None:
-    a = {"r1": [1, 2], "r2": [3], "r3": [4]}
-    b = {"r1": np.array([1, 2]), "r2": [3, 5], "r4": [1]}
+    a = {"r1": "0a", "r2": "1b", "r3": "2c"}
+    b = {"r1": "0a", "r2": "1c", "r4": "0a"}
     assert output_agreement(a, b) == {"n_compared": 4, "n_identical": 1, "rate": 0.25,
                                       "mismatched": ["r2", "r3", "r4"]}
     assert math.isnan(output_agreement({}, {})["rate"])

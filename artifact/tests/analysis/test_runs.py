@@ -28,11 +28,13 @@ from dlfp.analysis.runs import (
     accounting,
     gpu_claim,
     load_run,
+    output_digests,
     read_trace,
     stall_threshold_s,
     target_s,
     trial_rows,
 )
+from dlfp.harness.driver import output_digest
 from dlfp.paths import REPO_ROOT, sha256
 from dlfp.trials.config import parse_config
 from dlfp.trials.runfolder import MANIFEST, RunFolderError
@@ -104,6 +106,21 @@ def test_accounting_counts_each_kind_of_mismatch(run: RunData) -> None:
     req.loc[req.request_id == second, "status"] = "failed"
     assert accounting(req.iloc[1:], dropped, wl) == {"n_expected": 100, "n_recorded": 99, "prompt_mismatches": 0,
                                                      "output_mismatches": 0}
+
+
+def test_output_digests_of_a_run_without_them_are_made_from_its_token_ids(run: RunData) -> None:
+    """The committed runs predate ``requests.output_digest``; both ways give the same digests, and a run
+    without token ids (``token_ids: false``) is compared by the requests table's alone."""
+    req, tok = run.tables[(0, "stock")]["requests"], run.tables[(0, "stock")]["tokens"]
+    assert "output_digest" not in req.columns
+    made = output_digests(req, tok)
+    ids = tok.sort_values(["request_id", "index"]).groupby("request_id").token_id.apply(list)
+    assert made == {rid: output_digest(ids[rid]) for rid in req.request_id[req.output_len > 0]}
+    recorded = req.assign(output_digest=req.request_id.map(made).fillna(output_digest([])))
+    assert output_digests(recorded, tok.drop(columns="token_id")) == made
+    changed = tok.copy()
+    changed.loc[changed.index[0], "token_id"] += 1
+    assert metrics.output_agreement(made, output_digests(req, changed))["n_identical"] == len(made) - 1
 
 
 def test_trial_rows_has_one_row_per_trial_and_arm(run: RunData, rows: pd.DataFrame) -> None:

@@ -13,10 +13,11 @@ import asyncio
 import math
 from collections.abc import AsyncIterator
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from dlfp.harness.driver import RequestTrace, drive
+from dlfp.harness.driver import RequestTrace, drive, output_digest, stamp
 from dlfp.harness.workload import Request
 from dlfp.trials.runfolder import check_schema
 
@@ -95,6 +96,21 @@ def test_every_token_is_stamped_on_delivery() -> None:
         5, 5, 4)
     assert list(tok[tok.request_id == "r1"].token_id) == [100]
     assert (reqs.status == "ok").all() and reqs.error.isna().all()
+
+
+def test_token_times_are_microsecond_stamps_and_each_output_has_its_digest() -> None:
+    trace = run(SlowTarget(gap_s=0.003), [req(0, 0.0, output_len=3), req(1, 0.001, output_len=3)])
+    assert all(t == round(t * 1e6) / 1e6 for t in trace.tokens.t_s)
+    ids = trace.tokens.groupby("request_id").token_id.apply(list)
+    digests = trace.requests.set_index("request_id").output_digest
+    assert [digests[r] for r in ("r0", "r1")] == [output_digest(ids[r]) for r in ("r0", "r1")]
+    assert len(digests["r0"]) == 16 and digests["r0"] != digests["r1"]
+
+
+def test_an_output_digest_tells_outputs_apart_by_value_and_order() -> None:
+    assert output_digest([1, 2, 3]) == output_digest(np.array([1, 2, 3], dtype=np.int64))
+    assert len({output_digest(x) for x in ([1, 2, 3], [3, 2, 1], [1, 2], [], [1, 2, 3, 0])}) == 5
+    assert stamp(0.1234564) == 0.123456 and stamp(0.1234566) == 0.123457
 
 
 def test_a_failed_request_is_recorded_and_the_others_finish() -> None:

@@ -138,7 +138,7 @@ def test_a_dead_engine_core_voids_the_arm_at_once() -> None:
 
 # --- the real engine --------------------------------------------------------------------------
 
-TINY = {"name": "faults", "trials": 1, "design": {"kind": "fixed", "enforce": False},
+TINY = {"name": "faults", "trials": 1, "design": {"kind": "fixed", "enforce": False}, "warmup_requests": 2,
         "workload": {"n_requests": 12, "rate_rps": 4.0,
                      "classes": [{"name": "short", "weight": 1, "prompt_len": {"uniform": [32, 64]},
                                   "output_len": {"uniform": [16, 32]}}]}}

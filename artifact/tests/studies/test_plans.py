@@ -72,7 +72,8 @@ def test_the_capacity_plan_runs_every_arm_at_every_load_and_slo_arms_per_level()
     assert [str(d) for d in plan] == ["cpu-tiny", *plans.MODELED_TARGETS, plans.FIELD_TARGET]
     reduced = {"cpu-tiny": plans.CPU_CAPACITY_ARMS, plans.FIELD_TARGET: plans.FIELD_CAPACITY_ARMS}
     for target, cfg in plan.items():
-        assert cfg.design.kind == "capacity" and cfg.reuse_engine and len(cfg.seeds) == plans.REGIME_TRIALS
+        assert cfg.design.kind == "capacity" and cfg.reuse_engine and not cfg.token_ids
+        assert len(cfg.seeds) == plans.REGIME_TRIALS
         bases = {a.name.rpartition("_")[0] or a.name for a in cfg.arms}
         held = {f"{a['name']}.{lv}" for a in plans.SLO_ARMS for lv in LEVELS}
         fixed = {a["name"] for a in plans.CAPACITY_FIXED_ARMS}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlfp.harness.arm import ArmResult
-from dlfp.harness.driver import TrialTrace
+from dlfp.harness.driver import TrialTrace, stamp
 from dlfp.trials import runfolder
 from dlfp.trials.prediction import Measured
 from dlfp.trials.preflight import PreflightResult
@@ -39,11 +39,11 @@ class FakeArms:
         if self.fail_at == len(self.calls):
             raise self.fail
         reqs = pd.DataFrame([{"request_id": r.request_id, "arrival_s": r.arrival_s, "send_s": r.arrival_s,
-                              "first_token_s": r.arrival_s + 0.1, "finish_s": r.arrival_s + 0.2,
+                              "first_token_s": stamp(r.arrival_s + 0.1), "finish_s": r.arrival_s + 0.2,
                               "prompt_len": r.prompt_len, "output_len_requested": r.output_len,
                               "output_len": r.output_len, "status": "ok", "error": None}
                              for r in requests])
-        toks = pd.DataFrame([{"request_id": r.request_id, "index": i, "t_s": r.arrival_s + 0.1 + i / 100,
+        toks = pd.DataFrame([{"request_id": r.request_id, "index": i, "t_s": stamp(r.arrival_s + 0.1 + i / 100),
                               "token_id": 7} for r in requests for i in range(r.output_len)])
         steps = pd.DataFrame({"step": [0], "schedule_t": [0.0], "complete_t": [0.01]})
         tele = pd.DataFrame({"t_s": [0.0], "source": ["cpu"], "metric": ["util_pct"], "value": [50.0]})

@@ -119,11 +119,24 @@ def test_seeds_default_to_the_trial_indices_or_are_taken_as_given() -> None:
     ({"engine": {"extra": {"x": float("nan")}}}, "config field 'engine.extra'"),
     ({"design": {"kind": "adaptive"}}, "config field 'design.kind' = 'adaptive' is invalid"),
     ({"design": {"stall_shares": 0.1}}, "unknown design setting(s) ['stall_shares']"),
+    ({"warmup_requests": -1}, "config field 'warmup_requests' = -1 is invalid: allowed an integer in [0, 10000]"),
+    ({"warmup_requests": 2.0}, "config field 'warmup_requests' = 2.0 is invalid"),
+    ({"warmup_requests": True}, "config field 'warmup_requests' = True is invalid"),
+    ({"token_ids": "no"}, "config field 'token_ids' = 'no' is invalid: allowed true or false"),
+    ({"reuse_engine": 1}, "config field 'reuse_engine' = 1 is invalid: allowed true or false"),
 ])
 def test_bad_fields_are_refused_naming_the_field(raw: Any, message: str) -> None:
     with pytest.raises(ValueError) as err:
         parse_config(raw)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_warm_up_and_token_ids_default_on_and_are_recorded() -> None:
+    config = parse_config({})
+    assert (config.warmup_requests, config.token_ids) == (16, True)
+    assert {k: config.raw[k] for k in ("warmup_requests", "token_ids")} == {"warmup_requests": 16, "token_ids": True}
+    lean = parse_config({"warmup_requests": 0, "token_ids": False})
+    assert (lean.warmup_requests, lean.token_ids) == (0, False)
 
 
 def test_a_class_longer_than_the_model_is_refused_naming_the_limit() -> None:

@@ -10,13 +10,19 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from dlfp.harness.driver import stamp
 from dlfp.paths import REPO_ROOT, sha256
 from dlfp.trials.runfolder import (
     KIND,
     MANIFEST,
+    OPTIONAL_COLUMNS,
     PREFLIGHT_STEPS,
     SCHEMAS,
     TABLES,
@@ -28,6 +34,7 @@ from dlfp.trials.runfolder import (
     listed_files,
     read_manifest,
     read_table,
+    stored,
     verify_file,
     write_parquet,
 )
@@ -331,7 +338,7 @@ def test_a_column_of_the_wrong_kind_is_refused(tmp_path: Path, table: str, colum
     assert str(df[column].dtype) == dtype
     with pytest.raises(RunFolderError) as err:
         check_schema(df, table, tmp_path / "t.parquet")
-    kind = SCHEMAS[table][column]
+    kind = {**SCHEMAS[table], **OPTIONAL_COLUMNS.get(table, {})}[column]
     assert str(err.value) == f"{tmp_path / 't.parquet'}: column {column!r} holds {dtype} values, expected {kind}"
 
 
@@ -347,6 +354,48 @@ def test_write_parquet_round_trips_and_replaces(tmp_path: Path) -> None:
     back = read_table(path, "tokens", sha256(path))
     pd.testing.assert_frame_equal(back, FRAMES["tokens"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens.parquet"]  # no temporary file left
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e5), st.integers(0, 2**31 - 1)), min_size=1, max_size=50),
+       st.booleans())
+def test_a_stored_token_table_reads_back_exactly(tmp_path_factory: pytest.TempPathFactory,
+                                                 rows: list[tuple[float, int]], with_ids: bool) -> None:
+    """Times the client stamped (to the microsecond) come back bit for bit from integer microseconds."""
+    df = pd.DataFrame({"request_id": ["r0"] * len(rows), "index": range(len(rows)),
+                       "t_s": sorted(stamp(t) for t, _ in rows), "token_id": [i for _, i in rows]})
+    df = df if with_ids else df.drop(columns="token_id")
+    path = tmp_path_factory.mktemp("stored") / "tokens.parquet"
+    write_parquet(stored(df, "tokens"), path)
+    assert pq.read_schema(path).names == ["request_id", "index", "t_us", *(["token_id"] if with_ids else [])]
+    back = read_table(path, "tokens", sha256(path))
+    pd.testing.assert_frame_equal(back, df, check_dtype=False)
+    assert back["t_s"].to_list() == df["t_s"].to_list()  # exact, not approximately
+
+
+def test_stored_tokens_take_under_half_the_bytes_of_float_seconds(tmp_path: Path) -> None:
+    """What the compact table is for (:data:`~dlfp.trials.runfolder.TOKEN_TICKS_PER_S`): the capacity
+    study's traces."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    t = np.cumsum(rng.exponential(0.01, n))
+    df = pd.DataFrame({"request_id": [f"r{i // 100:04d}" for i in range(n)], "index": np.arange(n) % 100,
+                       "t_s": [stamp(x) for x in t], "token_id": rng.integers(0, 151_936, n)})
+    write_parquet(df, tmp_path / "float.parquet")
+    write_parquet(stored(df, "tokens"), tmp_path / "stored.parquet")
+    assert (tmp_path / "stored.parquet").stat().st_size < 0.5 * (tmp_path / "float.parquet").stat().st_size
+
+
+def test_times_that_are_not_whole_microseconds_are_not_stored() -> None:
+    with pytest.raises(ValueError, match="t_s holds times that are not whole microseconds"):
+        stored(FRAMES["tokens"].assign(t_s=[0.1, 0.1200004, 0.6]), "tokens")
+
+
+def test_a_stored_token_table_with_non_integer_microseconds_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.parquet"
+    write_parquet(stored(FRAMES["tokens"], "tokens").astype({"t_us": float}), path)
+    with pytest.raises(RunFolderError) as err:
+        read_table(path, "tokens", sha256(path))
+    assert str(err.value) == f"{path}: column 't_us' holds float64 values, expected int"
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:

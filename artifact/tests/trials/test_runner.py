@@ -231,3 +231,20 @@ def test_without_reuse_every_unit_gets_its_own_engine_warmed_first(tmp_path, fak
     runner.run_trials(parse_config({**REUSE, "reuse_engine": False}), tmp_path / "run", progress=False)
     assert arms.engines == [] and len(arms.calls) == 8  # every unit through run_arm: a fresh engine
     assert arms.warmups == [3] * 8  # each warmed on its workload's first requests, as a shared one is
+
+
+def test_the_warm_up_and_the_token_ids_kept_follow_the_config(tmp_path, fake) -> None:
+    """``warmup_requests``: how many of the workload's first requests warm each engine (0: none);
+    ``token_ids: false``: the token tables lose their ids and nothing else (times as microseconds)."""
+    import pyarrow.parquet as pq
+
+    arms = fake()
+    out = tmp_path / "run"
+    runner.run_trials(parse_config({**REUSE, "warmup_requests": 2, "token_ids": False}), out, progress=False)
+    assert arms.warmups == [2] * 5
+    assert [f.name for f in pq.read_schema(out / "trial-0" / "dlfp" / "tokens.parquet")] == ["request_id", "index",
+                                                                                             "t_us"]
+    arms = fake()
+    runner.run_trials(parse_config({**CONFIG, "warmup_requests": 0}), tmp_path / "cold", progress=False)
+    assert arms.warmups == [] and len(arms.calls) == 4
+    assert "token_id" in pq.read_schema(tmp_path / "cold" / "trial-0" / "stock" / "tokens.parquet").names
