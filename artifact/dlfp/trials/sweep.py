@@ -57,6 +57,16 @@ live about as long there): at load 1.0 stock's P99 TTFT was within the relaxed S
 requests, and 2.1 s when they spanned 4 s (development runs)."""
 
 
+def describe() -> str:
+    """The sweep's design in one sentence, from the constants above (the book prints it beside the
+    capacity figures rather than typing the numbers into its prose)."""
+    levels = "; ".join(f"{lv}: ITL {ITL_STEPS[lv]:g} decode steps, TTFT {TTFT_PREFILLS[lv]:g} prefills"
+                       for lv in LEVELS)
+    return (f"Design (dlfp.trials.sweep): {len(LOADS)} loads, {', '.join(f'{x:g}' for x in LOADS)} of stock's "
+            f"predicted prefill load, every point at least {MIN_SPAN_S:g} s of arrivals; SLO levels from the "
+            f"pre-flight, {levels}.")
+
+
 def top_requests(n_requests: int, top_rate_rps: float) -> int:
     """Requests of the top load's point: the config's ``n_requests``, or more where they would arrive
     in less than :data:`MIN_SPAN_S` at ``top_rate_rps``."""

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dlfp.trials import sweep
 from dlfp.trials.config import parse_config
 from dlfp.trials.design import DesignSpec, derive
 from dlfp.trials.prediction import Measured, Workload, predict, workload_facts
@@ -131,3 +132,12 @@ def test_only_capacity_designs_take_a_load() -> None:
         parse_config({"arms": [{"name": "stock"}, {"name": "x", "rate_rps": -1}]})
     with pytest.raises(ValueError, match=r"arms\[1\].n_requests"):
         parse_config({"workload": {"n_requests": 10}, "arms": [{"name": "stock"}, {"name": "x", "n_requests": 11}]})
+
+
+def test_the_design_sentence_follows_the_constants(monkeypatch) -> None:
+    """The book prints it instead of typing the design into its prose: a changed constant changes it."""
+    text = sweep.describe()
+    assert f"{len(sweep.LOADS)} loads" in text and "tight: ITL 5 decode steps, TTFT 3 prefills" in text
+    monkeypatch.setattr(sweep, "LOADS", (0.5, 1.0))
+    monkeypatch.setitem(sweep.ITL_STEPS, "relaxed", 20.0)
+    assert "2 loads, 0.5, 1 of" in sweep.describe() and "relaxed: ITL 20 decode steps" in sweep.describe()
