@@ -69,10 +69,11 @@ def test_the_run_folders_reach_the_notebooks_that_read_them() -> None:
 def test_reduced_parameters_shrink_every_measurement() -> None:
     params = notebook_parameters("r", "g", "s", reduced=True)
     p01, p02 = params["01_paired_trials"], params["02_generalization"]
-    lean = {"design": {"enforce": False}, "warmup_requests": 2}
-    assert p01["overrides"] == {"trials": 2, "workload": {"n_requests": 12}, **lean}
+    lean, eager = {"design": {"enforce": False}, "warmup_requests": 2}, {"engine": {"enforce_eager": True}}
+    assert p01["overrides"] == {"trials": 2, "workload": {"n_requests": 12}, **lean, **eager}
     assert p02["models"] == ["qwen3-tiny"]
-    assert p02["overrides"] == p02["modeled_overrides"] == {"trials": 1, "workload": {"n_requests": 10}, **lean}
+    assert p02["modeled_overrides"] == {"trials": 1, "workload": {"n_requests": 10}, **lean}
+    assert p02["overrides"] == {**p02["modeled_overrides"], **eager}  # the modeled engine compiles nothing
     assert p02["modeled_runs"] == [{"profile": "a100", "model": "qwen3-0.6b", "tp": 1}]
     assert params["03_results"] == notebook_parameters("r", "g", "s", reduced=False)["03_results"]
 

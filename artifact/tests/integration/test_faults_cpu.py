@@ -139,6 +139,7 @@ def test_a_dead_engine_core_voids_the_arm_at_once() -> None:
 # --- the real engine --------------------------------------------------------------------------
 
 TINY = {"name": "faults", "trials": 1, "design": {"kind": "fixed", "enforce": False}, "warmup_requests": 2,
+        "engine": {"enforce_eager": True},  # faults, not latency: an eager engine starts in half the time
         "workload": {"n_requests": 12, "rate_rps": 4.0,
                      "classes": [{"name": "short", "weight": 1, "prompt_len": {"uniform": [32, 64]},
                                   "output_len": {"uniform": [16, 32]}}]}}
