@@ -1,4 +1,5 @@
-"""A paired trial through the harness on the modeled accelerator (simulated A100, Qwen3-8B shape)."""
+"""A paired trial through the harness on the modeled accelerator (simulated A100, Qwen3-0.6B shape):
+the reduced artifact's modeled run (``conftest.py``: the pipeline made it, so no engine starts here)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,13 @@ pytest.importorskip("vllm")
 from dlfp.analysis.labels import source_line
 from dlfp.analysis.runs import load_run, trial_rows
 from dlfp.trials.config import parse_config
-from dlfp.trials.runner import run_trials
+from tests.integration.slurm_cluster import MODELED_RUN, ReducedArtifact
 
 pytestmark = pytest.mark.slow
 
 
-def test_modeled_paired_trial_is_complete_and_labelled_simulated(tmp_path) -> None:
-    config = parse_config({
-        "name": "sim-test", "trials": 1,
-        "engine": {"model": "qwen3-8b", "dtype": "bfloat16", "max_num_batched_tokens": 8192,
-                   "sim": {"profile": "a100"}},
-        "workload": {"n_requests": 12, "rate_rps": 4.0},
-    })
-    out = tmp_path / "run"
-    assert run_trials(config, out, progress=False)["status"] == "complete"
-    run = load_run(out)
+def test_modeled_paired_trial_is_complete_and_labelled_simulated(reduced_artifact: ReducedArtifact) -> None:
+    run = load_run(reduced_artifact.sim / MODELED_RUN)
     rows = trial_rows(run)
     assert (rows.n_failed == 0).all() and (rows.output_mismatches == 0).all()
     assert (rows.agreement_rate == 1.0).all()

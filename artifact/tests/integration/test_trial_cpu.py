@@ -1,7 +1,7 @@
 """The harness end to end on the real CPU engine: a small paired trial through ``dlfp trial``, and ``vllm serve``.
 
-About three minutes for the trial (40 requests per arm) (two fresh engines) and one and a half per server (CPU model,
-then the modeled A100 executor).
+About four minutes for the trial (40 requests per arm; three eager engine starts, the pre-flight's included: the
+config's ``enforce_eager``) and one and a half per server (the compiled CPU model, then the modeled A100 executor).
 """
 
 from __future__ import annotations
