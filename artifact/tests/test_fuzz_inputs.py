@@ -395,7 +395,8 @@ RUN_DIRS = st.sampled_from(["", ".", "data/runs", "configs/cpu-default.yaml", "/
 NOTEBOOK_PARAMS = {
     "00_verify.ipynb": {"model": st.sampled_from(["qwen3-tiny", "nope", "configs"]) | st.text(max_size=10),
                         "tensor_parallel_size": st.integers(-1, 3) | JUNK,
-                        "dtype": st.sampled_from(["float32", "bfloat16", "float64"]) | JUNK},
+                        "dtype": st.sampled_from(["float32", "bfloat16", "float64"]) | JUNK,
+                        "enforce_eager": st.booleans() | JUNK},
     "01_paired_trials.ipynb": {"config": PARAMS, "overrides": JUNK},
     "02_generalization.ipynb": {"models": MODELS, "tensor_parallel_sizes": TPS, "overrides": JUNK,
                                 "modeled_runs": st.none() | st.lists(JUNK, max_size=2) | JUNK},

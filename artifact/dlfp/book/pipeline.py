@@ -57,6 +57,7 @@ def notebook_parameters(run: str, gen: str, sim: str, reduced: bool) -> dict[str
         lenient = {"design": {"enforce": False}, "warmup_requests": 2}
         eager = {"engine": {"enforce_eager": True}}
         small = {"trials": 1, "workload": {"n_requests": 10}, **lenient}
+        params["00_verify"]["enforce_eager"] = True
         params["01_paired_trials"]["overrides"] = {"trials": 2, "workload": {"n_requests": 12}, **lenient, **eager}
         params["02_generalization"].update(models=["qwen3-tiny"], overrides={**small, **eager}, modeled_overrides=small,
                                            modeled_runs=[{"profile": "a100", "model": "qwen3-0.6b", "tp": 1}])

@@ -69,6 +69,7 @@ def test_the_run_folders_reach_the_notebooks_that_read_them() -> None:
 def test_reduced_parameters_shrink_every_measurement() -> None:
     params = notebook_parameters("r", "g", "s", reduced=True)
     p01, p02 = params["01_paired_trials"], params["02_generalization"]
+    assert params["00_verify"] == {"enforce_eager": True}
     lean, eager = {"design": {"enforce": False}, "warmup_requests": 2}, {"engine": {"enforce_eager": True}}
     assert p01["overrides"] == {"trials": 2, "workload": {"n_requests": 12}, **lean, **eager}
     assert p02["models"] == ["qwen3-tiny"]

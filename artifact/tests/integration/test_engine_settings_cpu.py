@@ -28,7 +28,9 @@ def test_tensor_parallel_2_on_the_cpu_engine(tmp_path: Path) -> None:
 
     workload = [req(f"d{i}", i, 0.02 * i, 32, 24) for i in range(4)] + [req("long", 4, 0.15, 1200, 2)]
     log = tmp_path / "steps.jsonl"
-    arm = run_arm(EngineSpec(tensor_parallel_size=2, max_model_len=2048, max_num_batched_tokens=2048), workload, log)
+    spec = EngineSpec(tensor_parallel_size=2, max_model_len=2048, max_num_batched_tokens=2048,
+                      enforce_eager=True)  # two workers, not compilation, are what this checks: a faster start
+    arm = run_arm(spec, workload, log)
     reqs = arm.trace.requests.set_index("request_id")
     assert (reqs.status == "ok").all() and reqs.output_len.to_dict() == {r.request_id: r.output_len for r in workload}
     # The workload's segment, then the empty one the reset after it opens (``run_arms``).
