@@ -97,7 +97,8 @@ class TrialConfig:
     requests pay one-time costs: ``dlfp bench reuse`` measured P99 TTFT 14-27 ms higher cold than warmed
     (95% CI) on the modeled A100 with Qwen3-0.6B, where the whole P99 TTFT is about 40 ms; a pooled P99 of
     100 requests would see it. ``vllm bench serve`` likewise sends one test prompt before it measures.
-    Only the pipeline's reduced runs (they test the pipeline, not a latency) set fewer."""
+    Runs that test the harness rather than a latency set fewer: the pipeline's reduced runs,
+    ``configs/cpu-smoke.yaml`` and gpu-check's CPU dry run (``configs/gpu-check-cpu.yaml``)."""
     token_ids: bool = True
     """Keep every output token's id in ``tokens.parquet``. Each request's output digest
     (``requests.output_digest``) is kept either way, so outputs are compared across arms without them;
