@@ -1,8 +1,8 @@
 """The capacity study's figures, from its two tables (``points.parquet``, ``capacity.parquet``: built
-by :mod:`dlfp.studies.capacity`, which also names each arm's family).
+by :mod:`dlfp.studies.capacity`, each arm's family from :mod:`dlfp.analysis.families`).
 
-One colour per arm family, the same in both figures, from the Okabe-Ito palette (distinguishable
-with the common colour-vision deficiencies); log axes carry plain numbers
+One colour per arm family, the same as in every figure (:mod:`dlfp.analysis.families`); log axes
+carry plain numbers
 (:func:`dlfp.analysis.figures.plain_log_ticks`).
 """
 
@@ -17,17 +17,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from dlfp.analysis.families import FAMILY_COLORS
 from dlfp.analysis.figures import plain_log_ticks
-
-FAMILY_COLORS = {"stock": "#999999", "fixed budget": "#E69F00", "cap": "#009E73", "cadence": "#CC79A7",
-                 "DLFP law": "#0072B2", "SLO controller": "#D55E00"}
-"""Okabe-Ito colours per family (:data:`dlfp.studies.capacity.FAMILIES`)."""
-
-
-def kind_of(source: str) -> str:
-    """"measured" or "simulated", from a row's source (:func:`dlfp.analysis.labels.source_line`), for
-    a panel's title; the whole source line belongs in the caption."""
-    return "simulated" if source.startswith("simulated") else "measured"
+from dlfp.analysis.labels import source_kind
 
 
 def family_best(points: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
@@ -57,7 +49,7 @@ def sweep(points: pd.DataFrame, capacity: pd.DataFrame, level: str, title: str) 
             bottom.plot(m.index, m.goodput_rps, marker="o", markersize=3, color=FAMILY_COLORS[fam], label=label)
         top.axhline(t.itl_slo_ms.iloc[0], color="black", linestyle="--", linewidth=1, label="ITL SLO")
         bottom.axhline(t.bound_rps.iloc[0], color="black", linestyle=":", linewidth=1, label="capacity bound")
-        top.set_title(f"{target} ({kind_of(t.source.iloc[0])})", fontsize=9)
+        top.set_title(f"{target} ({source_kind(t.source.iloc[0])})", fontsize=9)
         top.set_yscale("log")
         top.set_ylabel("P99 ITL, pooled gaps (ms, log)")
         bottom.set_ylabel("goodput (req/s within SLOs)")
@@ -100,7 +92,7 @@ def bars(capacity: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_yticks(y, arms, fontsize=7)
         ax.set_xlim(left=0)
         ax.set_xlabel("capacity (requests/s)\ndark: tight SLOs, light: relaxed; hatched: censored")
-        ax.set_title(f"{target} ({kind_of(t.source.iloc[0])})", fontsize=9)
+        ax.set_title(f"{target} ({source_kind(t.source.iloc[0])})", fontsize=9)
         ax.legend(fontsize=6, loc="lower right")
     fig.suptitle(title, fontsize=10)
     return fig

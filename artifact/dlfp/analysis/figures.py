@@ -18,21 +18,16 @@ from matplotlib import ticker
 from matplotlib.artist import Artist
 
 from dlfp.analysis import metrics
+from dlfp.analysis.families import FAMILIES, FAMILY_COLORS, PAPER_COLOR, arm_styles, run_styles
 from dlfp.analysis.labels import source_line
-from dlfp.analysis.paper import PAPER
+from dlfp.analysis.paper import PAPER, reported_itl
 from dlfp.analysis.runs import RunData
-from dlfp.analysis.stats import reductions
+from dlfp.analysis.stats import paired
+from dlfp.trials.arms import REFERENCE
 
-PALETTE = {"stock": "#8c8c8c", "dlfp": "#1f77b4"}
-_CYCLE = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79", "#637939",
-          "#1a1a1a", "#7b4173", "#e7969c")
-"""Twelve colours, none stock's grey nor DLFP's blue: the baselines study's twelve other arms each get their own."""
+MARK = "black"
+"""Lines that are no arm (a cap, a target, an objective, a reference): black, dashed or dotted."""
 
-
-def color(arm: str, arms: tuple[str, ...] = ()) -> str:
-    """An arm's colour: stock grey and DLFP blue everywhere, the other arms by their position."""
-    others = [a for a in arms if a not in PALETTE]
-    return PALETTE.get(arm) or _CYCLE[(others.index(arm) if arm in others else len(others)) % len(_CYCLE)]
 
 def provenance(run: RunData) -> str:
     """One line saying where a run's numbers come from."""
@@ -49,6 +44,7 @@ def _pooled(run: RunData, arm: str, fn) -> np.ndarray:
 def itl_ttft_distributions(run: RunData) -> plt.Figure:
     """ECDFs of ITL and TTFT per arm, pooled over trials, P99 marked."""
     sns.set_theme(style="whitegrid")
+    styles = run_styles(run.config.arms)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     panels = (("Inter-token latency", lambda t: metrics.itl_gaps(_ok_tokens(t))),
               ("Time to first token", lambda t: metrics.ttft(t["requests"])))
@@ -58,9 +54,10 @@ def itl_ttft_distributions(run: RunData) -> plt.Figure:
             if not len(ms):
                 continue
             sns.ecdfplot(x=ms, ax=ax, label=f"{arm} (P99 {np.percentile(ms, 99):.0f} ms)",
-                         color=color(arm, run.arms), linewidth=2)
-            ax.axvline(np.percentile(ms, 99), color=color(arm, run.arms), linestyle=":", linewidth=1)
+                         color=styles[arm][0], linewidth=2)
+            ax.axvline(np.percentile(ms, 99), color=styles[arm][0], linestyle=":", linewidth=1)
         ax.set_xscale("log")
+        plain_log_ticks(ax, axes="x")
         ax.set_xlabel(f"{title} (ms, log scale)")
         ax.set_ylabel("fraction")
         ax.set_title(title)
@@ -96,18 +93,19 @@ def chunk_and_interval(run: RunData, trial: int | None = None, before_s: float =
     sns.set_theme(style="whitegrid")
     k = run.trials[0] if trial is None else trial
     t_arr, rid = long_prompt_window(run, k)
+    styles = run_styles(run.config.arms)
     fig, (ax_tok, ax_dt) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
     for arm in [a for a in ("stock", "dlfp") if a in run.arms]:
         s = run.tables[(k, arm)]["steps"].sort_values("schedule_t")
         s = s.assign(t=s.schedule_t - t_arr, interval_ms=s.schedule_t.diff().shift(-1) * 1000.0)
         w = s[(s.t >= -before_s) & (s.t <= after_s)]
-        ax_tok.step(w.t, w.prefill_tokens, where="post", color=color(arm, run.arms), label=f"{arm}: prefill tokens")
-        ax_dt.plot(w.t, w.interval_ms, marker="o", markersize=3, color=color(arm, run.arms),
+        ax_tok.step(w.t, w.prefill_tokens, where="post", color=styles[arm][0], label=f"{arm}: prefill tokens")
+        ax_dt.plot(w.t, w.interval_ms, marker="o", markersize=3, color=styles[arm][0],
                    label=f"{arm}: scheduler-call interval")
         if arm == "dlfp":
-            ax_tok.step(w.t, w.cap, where="post", color="#d62728", linestyle="--", label="DLFP cap C")
+            ax_tok.step(w.t, w.cap, where="post", color=MARK, linestyle="--", label="DLFP cap C")
             target = float(w.target_s.iloc[0]) * 1000.0 if len(w) else np.nan
-            ax_dt.axhline(target, color="#d62728", linestyle="--", label=f"target T* = {target:.0f} ms")
+            ax_dt.axhline(target, color=MARK, linestyle="--", label=f"target T* = {target:.0f} ms")
     ax_tok.set_ylabel("tokens per step")
     ax_dt.set_ylabel("interval (ms)")
     ax_dt.set_xlabel(f"seconds since {rid} arrived (trial {k})")
@@ -123,12 +121,13 @@ def telemetry(run: RunData, tele: dict[tuple[int, str], pd.DataFrame], trial: in
     """Utilization over time per arm (CPU via psutil, or GPU via pynvml when present)."""
     sns.set_theme(style="whitegrid")
     k = run.trials[0] if trial is None else trial
+    styles = run_styles(run.config.arms)
     fig, ax = plt.subplots(figsize=(11, 3.5))
     for arm in run.arms:
         t = tele[(k, arm)]
         util = t[(t.metric == "util_pct")]
         for source, part in util.groupby("source"):
-            ax.plot(part.t_s, part.value, color=color(arm, run.arms), label=f"{arm} {source}",
+            ax.plot(part.t_s, part.value, color=styles[arm][0], label=f"{arm} {source}",
                     linestyle="-" if source == "cpu" else "--")
     ax.set_xlabel(f"seconds since trial start (trial {k})")
     ax.set_ylabel("utilization (%)")
@@ -139,22 +138,39 @@ def telemetry(run: RunData, tele: dict[tuple[int, str], pd.DataFrame], trial: in
     return fig
 
 
-def paired_reductions(rows: pd.DataFrame, run: RunData) -> plt.Figure:
-    """Per-trial P99 ITL reductions: ours (measured) and the paper's (reported), side by side."""
+def headline(rows: pd.DataFrame, run: RunData) -> plt.Figure:
+    """The paired trials at a glance: per trial, stock's and DLFP's P99 ITL (left), and the P99 ITL
+    reduction per trial beside the paper's as it reports them, with each side's mean and paired 95%
+    interval in a last slot (right). Ours and the paper's never share a bar or a statistic."""
     sns.set_theme(style="whitegrid")
-    ours = reductions(rows, "itl_p99_ms")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
-    panels = ((axes[0], ours, PALETTE["dlfp"], provenance(run)),
-              (axes[1], list(PAPER["itl_reduction_pct"]), "#9467bd",
-               f"reported by the paper: {PAPER['setting']}"))
-    for ax, vals, color, label in panels:
-        ax.bar([f"trial {i}" for i in range(len(vals))], vals, color=color)
-        ax.axhline(float(np.mean(vals)), color="black", linestyle="--", linewidth=1,
-                   label=f"mean {np.mean(vals):.1f}%")
-        ax.set_title(label, fontsize=9)
-        ax.legend(loc="lower right")
-    axes[0].set_ylabel("P99 ITL reduction, stock -> DLFP (%)")
-    fig.tight_layout()
+    styles = run_styles(run.config.arms)
+    wide = rows.pivot(index="trial", columns="arm", values="itl_p99_ms")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9), layout="constrained",
+                                      gridspec_kw={"width_ratios": [1.1, 1.0]})
+    x = np.arange(len(wide))
+    for j, arm in enumerate((REFERENCE, "dlfp")):
+        drawn = left.bar(x + (j - 0.5) * 0.4, wide[arm].to_numpy(), width=0.4, color=styles[arm][0], label=arm)
+        left.bar_label(drawn, fmt="%.0f", fontsize=8)
+    left.set_xticks(x, [f"trial {k}" for k in wide.index])
+    left.set_ylabel("P99 ITL, pooled gaps (ms)")
+    left.set_title("P99 ITL per paired trial (measured)", fontsize=9)
+    left.legend(loc="upper right", fontsize=8)
+    ours, theirs = paired(rows, "itl_p99_ms"), reported_itl()
+    n = max(len(ours["reductions_pct"]), len(theirs["reductions_pct"]))
+    for j, (p, colour, label) in enumerate(((ours, FAMILY_COLORS["DLFP law"], "ours (measured)"),
+                                            (theirs, PAPER_COLOR, f"the paper ({PAPER['setting']}, reported)"))):
+        vals = p["reductions_pct"]
+        shift = (j - 0.5) * 0.4
+        right.bar(np.arange(len(vals)) + shift, vals, width=0.4, color=colour, label=label)
+        lo, hi = p.get("t_lo", np.nan), p.get("t_hi", np.nan)
+        err = None if np.isnan(lo) else [[p["mean_pct"] - lo], [hi - p["mean_pct"]]]
+        right.errorbar([n + shift], [p["mean_pct"]], yerr=err, fmt="o", color=colour, capsize=5)
+    right.axhline(0, color="black", linewidth=0.8)
+    right.set_xticks(np.arange(n + 1), [*(f"trial {k}" for k in range(n)), "mean\n(95% CI)"])
+    right.set_ylabel("P99 ITL reduction, stock to DLFP (%)")
+    right.set_title("Reduction per trial, and the mean with its paired 95% CI", fontsize=9)
+    right.legend(loc="lower left", fontsize=8)
+    fig.suptitle(provenance(run), fontsize=9)
     return fig
 
 
@@ -170,15 +186,16 @@ def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
     lo, hi = table["ITL CI lo (%)"].to_numpy(), table["ITL CI hi (%)"].to_numpy()
     mean = table["ITL reduction (%)"].to_numpy()
     err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
-    left.errorbar(mean, y, xerr=err, fmt="o", color=PALETTE["dlfp"], capsize=4, label="ours: mean, paired 95% CI")
-    left.axvspan(*PAPER["ci_pct"], color="#ff7f0e", alpha=0.15,
+    left.errorbar(mean, y, xerr=err, fmt="o", color=FAMILY_COLORS["DLFP law"], capsize=4,
+                  label="ours: mean, paired 95% CI")
+    left.axvspan(*PAPER["ci_pct"], color=PAPER_COLOR, alpha=0.25,
                  label=f"reported by the paper ({PAPER['setting']}): CI")
     left.axvline(0, color="black", linewidth=0.8)
     left.set_yticks(y, labels)
     left.invert_yaxis()
     left.set_xlabel("P99 ITL reduction, stock to DLFP (%)")
     left.legend(loc="lower left", fontsize=8)
-    right.barh(y, table["signal divergence"].to_numpy(), color="#8c8c8c")
+    right.barh(y, table["signal divergence"].to_numpy(), color=FAMILY_COLORS["stock"])
     right.set_xlabel("signal divergence\n(median |interval - cadence| / cadence)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -186,12 +203,12 @@ def generalization(table: pd.DataFrame, title: str) -> plt.Figure:
 
 
 FRONTIER_LINE = "frontier (Pareto-efficient fixed budgets)"
-_MARKERS = {"fixed budget": "s", "fixed cap": "^", "cadence": "D", "adaptive": "o"}
 
 
 def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
-    """Per target: P99 ITL against P99 TTFT of every arm (marker by kind, colour by arm), the line
-    through the Pareto-efficient fixed token budgets (:func:`dlfp.studies.frontier.frontier`; a line
+    """Per target: P99 ITL against P99 TTFT of every arm (colour by family, shade and marker by arm
+    within it: :func:`dlfp.analysis.families.arm_styles`), the line through the Pareto-efficient
+    fixed token budgets (:func:`dlfp.studies.frontier.frontier`; a line
     through every budget would zig-zag through dominated ones), and the run's ITL objective. One
     legend below the panels keys the arms: labels printed at the points overlap where arms tie."""
     from dlfp.studies.frontier import ITL, TTFT
@@ -201,18 +218,21 @@ def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
     n = len(tables)
     cols = min(3, n)
     rows = -(-n // cols)
-    labels = _arm_labels(tables)
+    fams = _arm_families(tables)
+    labels = {a: f"{a} ({f})" for a, f in fams.items()}
     legend_rows = -(-(len(labels) + 2) // (2 * cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows + 0.22 * legend_rows + 0.3), squeeze=False,
                              layout="constrained")
-    arms = tuple(labels)
+    styles = arm_styles(fams.items())
     for ax, (target, t) in zip(axes.flat, tables.items(), strict=False):
         front = pareto(t[t.kind == "fixed budget"])
-        ax.plot(front[TTFT], front[ITL], color="#8c8c8c", linewidth=1, zorder=1, label=FRONTIER_LINE)
+        ax.plot(front[TTFT], front[ITL], color=FAMILY_COLORS["fixed budget"], linewidth=1, zorder=1,
+                label=FRONTIER_LINE)
         for _, r in t.iterrows():
-            ax.scatter(r[TTFT], r[ITL], marker=_MARKERS[r.kind], color=color(r.arm, arms), s=40, zorder=2,
-                       label=labels[r.arm])
-        ax.axhline(t["itl objective (ms)"].iloc[0], color="#d62728", linestyle="--", linewidth=1,
+            colour, marker = styles[r.arm]
+            ax.scatter(r[TTFT], r[ITL], marker=marker, color=colour, edgecolors="black", linewidths=0.4, s=40,
+                       zorder=2, label=labels[r.arm])
+        ax.axhline(t["itl objective (ms)"].iloc[0], color=MARK, linestyle="--", linewidth=1,
                    label="ITL objective")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -230,13 +250,11 @@ def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
     return fig
 
 
-def _arm_labels(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    """Each arm's legend label, "arm (kind)", grouped by kind (fixed budgets, fixed caps, adaptive)
-    and in run order within a kind: the key the whole figure shares."""
-    kinds = {a: k for t in tables.values() for a, k in zip(t.arm, t.kind, strict=True)}
-    rank = list(_MARKERS)
-    ordered = sorted(kinds, key=lambda a: rank.index(kinds[a]))  # stable: run order within a kind
-    return {a: f"{a} ({kinds[a]})" for a in ordered}
+def _arm_families(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Each arm's family, grouped by family (:data:`FAMILIES` order) and in run order within one: the
+    order of the key the whole figure shares."""
+    fams = {a: f for t in tables.values() for a, f in zip(t.arm, t.family, strict=True)}
+    return {a: fams[a] for a in sorted(fams, key=lambda a: FAMILIES.index(fams[a]))}  # stable within a family
 
 
 def _handles(axes: list[plt.Axes]) -> dict[str, Artist]:
@@ -287,11 +305,12 @@ def regime_boundary(sweeps: dict[str, pd.DataFrame], title: str) -> plt.Figure:
         mean = pts["ITL reduction (%)"].to_numpy()
         lo, hi = pts["ITL CI lo (%)"].to_numpy(), pts["ITL CI hi (%)"].to_numpy()
         err = np.vstack([mean - np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi) - mean])
-        ax.errorbar(x, mean, yerr=err, fmt="os^D"[i % 4] + "-", color=color(target, tuple(sweeps)), capsize=4,
-                    linewidth=0.8, label=f"{target}: mean, paired 95% CI")
+        ax.errorbar(x, mean, yerr=err, fmt="os^D"[i % 4], linestyle=("-", "--", ":", "-.")[i % 4],
+                    color=FAMILY_COLORS["DLFP law"], capsize=4, linewidth=0.8, label=f"{target}: mean, paired 95% CI")
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.axvline(1.0, color="#d62728", linestyle="--", linewidth=1, label="1% of gaps: what a pooled P99 sees")
+    ax.axvline(1.0, color=MARK, linestyle=":", linewidth=1, label="1% of gaps: what a pooled P99 sees")
     ax.set_xscale("log")
+    plain_log_ticks(ax, axes="x")
     ax.set_xlabel("stock's prefill stalls (% of inter-token gaps above T*, as observed in each run, log)")
     ax.set_ylabel("P99 ITL reduction, stock to DLFP (%)")
     ax.legend(loc="lower right", fontsize=8)

@@ -201,3 +201,9 @@ def source_line(run: RunData) -> str:
     """Where a run's numbers come from: measured (machine, vLLM build) or simulated (profile)."""
     label = measured_on(run.manifest)
     return label if label.startswith("simulated") else f"measured: {label}"
+
+
+def source_kind(source: str) -> str:
+    """"measured" or "simulated", from a :func:`source_line`, for a panel's title or a list of
+    targets; the whole source line belongs in the caption."""
+    return "simulated" if source.startswith("simulated") else "measured"

@@ -38,21 +38,35 @@ def run_label(run_dir: str) -> str:
     return "the committed run" if committed(run_dir) else f"the run in {run_dir} (not a committed run)"
 
 
-def show(fig: Any) -> None:
-    """Display a matplotlib figure once, as an embedded PNG whatever the backend, and free it.
-
-    Without matplotlib's ``Software`` stamp the PNG's bytes depend on the figure alone, so a
-    re-rendered book reproduces the committed one (:mod:`dlfp.book.render`).
-    """
+def png(fig: Any) -> Any:
+    """A matplotlib figure as an embedded PNG (an IPython ``Image``), whatever the backend; the figure
+    is freed. Without matplotlib's ``Software`` stamp the PNG's bytes depend on the figure alone, so a
+    re-rendered book reproduces the committed one (:mod:`dlfp.book.render`)."""
     import io
 
     import matplotlib.pyplot as plt
-    from IPython.display import Image, display
+    from IPython.display import Image
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
-    display(Image(data=buf.getvalue(), format="png"))
+    return Image(data=buf.getvalue(), format="png")
+
+
+def show(fig: Any, caption: str, glue_as: str | None = None) -> None:
+    """Display a figure once (:func:`png`) with its caption under it: what to see in it and where its
+    data come from, in words a reader needs before the axes. ``glue_as``: also glue the image under
+    that name, for another page to paste (the first page's headline figure)."""
+    from IPython.display import Markdown, display
+
+    image = png(fig)
+    if glue_as is not None:
+        from myst_nb import glue
+
+        glue(glue_as, image, display=False)
+    display(image)
+    words = " ".join(caption.split()).replace("*", r"\*")  # "T*" would end the emphasis
+    display(Markdown(f"*{words}*"))
 
 
 def config_with_overrides(config: str, overrides: Mapping[str, Any]) -> TrialConfig:

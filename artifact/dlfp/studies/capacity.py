@@ -33,11 +33,11 @@ import numpy as np
 import pandas as pd
 
 from dlfp.analysis import metrics
+from dlfp.analysis.families import family
 from dlfp.analysis.labels import source_line
 from dlfp.analysis.runs import RunData, load_run
 from dlfp.analysis.stats import t_ci
-from dlfp.studies.frontier import kind
-from dlfp.trials.arms import REFERENCE, ArmSpec
+from dlfp.trials.arms import REFERENCE
 from dlfp.trials.runfolder import write_parquet
 from dlfp.trials.sweep import LEVELS
 
@@ -61,23 +61,6 @@ def split_arm(arm: str) -> tuple[str, str | None]:
         arm = base
     base, _, level = arm.rpartition(".")
     return (base, level) if base and level in LEVELS else (arm, None)
-
-
-FAMILIES = ("stock", "fixed budget", "cap", "cadence", "DLFP law", "SLO controller")
-"""Arm families, in the order figures key them."""
-
-
-def family(base: str, arm: ArmSpec) -> str:
-    """An arm's family (:data:`FAMILIES`), from what it is (:func:`dlfp.studies.frontier.kind`, the
-    baselines study's classification): stock (``base`` is the reference), a fixed token budget, a
-    fixed cap (a per-request threshold, a cap on mixed steps, a two-level switch), a prefill cadence,
-    and the adaptive arms split into the paper's law (any variant) and the SLO controller."""
-    if base == REFERENCE:
-        return "stock"
-    what = kind(arm)
-    if what == "adaptive":
-        return "SLO controller" if (arm.dlfp or {}).get("controller") == "slo" else "DLFP law"
-    return {"fixed budget": "fixed budget", "fixed cap": "cap", "cadence": "cadence"}[what]
 
 
 def point_rows(run: RunData, target: str) -> pd.DataFrame:

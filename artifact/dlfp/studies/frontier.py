@@ -24,9 +24,10 @@ from typing import Any
 
 import pandas as pd
 
+from dlfp.analysis.families import family, kind
 from dlfp.analysis.runs import RunData, stall_threshold_s
 from dlfp.analysis.tables import arms_table
-from dlfp.trials.arms import REFERENCE, ArmSpec
+from dlfp.trials.arms import REFERENCE
 
 ITL, TTFT = "P99 ITL (ms)", "P99 TTFT (ms)"
 REGRET = "ITL regret vs best fixed budget at equal TTFT (ms)"
@@ -38,20 +39,6 @@ an arm for noise: 3 ms less TTFT would excuse any ITL."""
 GOAL_PCT = 10.0
 """The study's goal: an adaptive controller within this share of the best fixed chunk's P99 ITL
 at equal P99 TTFT (issue 11)."""
-
-
-def kind(arm: ArmSpec) -> str:
-    """What an arm is: a fixed token budget (stock at some ``max_num_batched_tokens``, vLLM's own
-    knob), a fixed cap (a per-request threshold, a cap on mixed steps, or a two-level switch: fixed
-    numbers, chosen placement), adaptive (DLFP's feedback moves the chunk), or cadence (prefill
-    admitted only every N-th step while decodes run, ``prefill_every``: the placement in time rather
-    than in size, with stock's chunks or a fixed cap)."""
-    if arm.dlfp is not None and (arm.dlfp.get("prefill_every") or 1) > 1:
-        return "cadence"
-    if arm.dlfp is None or arm.dlfp.get("enabled") is False:
-        return "fixed budget" if set(arm.engine) <= {"max_num_batched_tokens"} else "fixed cap"
-    fixed = arm.dlfp.get("chunk_min") is not None and arm.dlfp.get("chunk_min") == arm.dlfp.get("chunk_max")
-    return "fixed cap" if fixed else "adaptive"
 
 
 def frontier(points: pd.DataFrame) -> pd.DataFrame:
@@ -89,9 +76,11 @@ def regret(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_table(run: RunData) -> pd.DataFrame:
-    """A baselines run's arms table with each arm's kind, the ITL objective, and :func:`regret`."""
+    """A baselines run's arms table with each arm's kind and family
+    (:mod:`dlfp.analysis.families`), the ITL objective, and :func:`regret`."""
     t = arms_table(run)
     t["kind"] = [kind(run.config.arm(a)) for a in t.arm]
+    t["family"] = [family(a, run.config.arm(a)) for a in t.arm]
     t["itl objective (ms)"] = stall_threshold_s(run.config) * 1e3
     return regret(t)
 
@@ -110,6 +99,27 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             cells.setdefault(row["arm"], {})[target] = text
     order = sorted(cells, key=lambda a: (a != REFERENCE, a))
     return pd.DataFrame([{"arm": a, **cells[a]} for a in order]).set_index("arm")
+
+
+def reduction_cell(mean: float, lo: float, hi: float) -> str:
+    """A paired reduction in one table cell: "60.5% (37.5 to 83.5)", the interval omitted where there
+    is none (one trial); "not run" for a missing mean."""
+    if math.isnan(mean):
+        return "not run"
+    return f"{mean:.1f}%" + ("" if math.isnan(lo) else f" ({lo:.1f} to {hi:.1f})")
+
+
+def effects_table(tables: dict[str, pd.DataFrame], arms: list[str]) -> pd.DataFrame:
+    """Per target (rows, in ``tables`` order) and arm (columns, ``arms``): the arm's P99 ITL reduction
+    against stock with its paired 95% interval (:func:`reduction_cell`); "not run" where a target's
+    run lacks the arm. The enumeration a paragraph of glued values would otherwise carry."""
+    cells = {}
+    for target, t in tables.items():
+        by_arm = t.set_index("arm")
+        cells[target] = {a: reduction_cell(*(float(by_arm.at[a, c]) for c in
+                                              ("ITL reduction vs stock (%)", "ITL CI lo (%)", "ITL CI hi (%)")))
+                         if a in by_arm.index else "not run" for a in arms}
+    return pd.DataFrame.from_dict(cells, orient="index", columns=arms).rename_axis("target")
 
 
 def relative_regret(table: pd.DataFrame) -> pd.Series:

@@ -52,3 +52,27 @@ absolute target, the controller proposed here) are arms of the baselines study
 def glue_key(label: str) -> str:
     """A run label as a Jupyter Book glue key (letters, digits, underscores)."""
     return "sim_" + "".join(ch if ch.isalnum() else "_" for ch in label)
+
+
+GENERALIZATION_CAPTION = (
+    "Per setting, DLFP's P99 ITL reduction against stock with its paired 95% interval (left; the shaded band "
+    "is the paper's interval on Qwen3-0.6B and one A100, as it reports it, for orientation only), and the "
+    "signal divergence (right): how far the scheduler-call interval DLFP feeds back strays from the completion "
+    "cadence of the same steps, the mechanism the paper blames for its negative result. Simulated: vLLM's real "
+    "scheduler over modeled accelerators (the cost profiles in the table), not GPU measurements."
+)
+"""The caption of the generalization figure, wherever a notebook draws it."""
+
+
+def finding(table: Any, kind: str) -> str:
+    """What a generalization table (:func:`dlfp.analysis.tables.generalization_table`) found, in one
+    sentence for a chapter's opening: on how many settings DLFP's P99 ITL reduction is above zero
+    (its paired 95% interval, that is), below zero, or neither, and the range of the means."""
+    if not len(table):
+        return f"{kind}: no runs."
+    lo, hi, mean = table["ITL CI lo (%)"], table["ITL CI hi (%)"], table["ITL reduction (%)"]
+    above, below = int((lo > 0).sum()), int((hi < 0).sum())
+    unsure = len(table) - above - below
+    words = [f"above zero on {above}", f"below zero on {below}", f"neither (or untested) on {unsure}"]
+    return (f"{kind}: DLFP's P99 ITL reduction against stock (paired 95% CI) lies {', '.join(words[:2])} and "
+            f"{words[2]} of {len(table)} settings; the means range from {mean.min():.1f}% to {mean.max():.1f}%.")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib.colors as mcolors
 import pandas as pd
 
-from dlfp.analysis.capacity_plots import FAMILY_COLORS, bars, family_best, sweep
-from dlfp.studies.capacity import FAMILIES, capacity_table
+from dlfp.analysis.capacity_plots import bars, family_best, sweep
+from dlfp.studies.capacity import capacity_table
 
 
 def _points() -> pd.DataFrame:
@@ -22,11 +21,6 @@ def _points() -> pd.DataFrame:
                                  "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0, "ttft_slo_ms": 100.0, "bound_rps": 9.0,
                                  "goodput_rps": min(rate, cap), "source": "simulated (cost profile a100)"})
     return pd.DataFrame(rows)
-
-
-def test_every_family_has_one_colour_distinct_from_the_others() -> None:
-    assert set(FAMILY_COLORS) == set(FAMILIES)
-    assert len({mcolors.to_hex(c) for c in FAMILY_COLORS.values()}) == len(FAMILIES)
 
 
 def test_each_family_is_drawn_by_its_best_arm() -> None:

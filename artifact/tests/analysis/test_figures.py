@@ -36,8 +36,8 @@ from dlfp.paths import REPO_ROOT
 from dlfp.trials.runfolder import MANIFEST
 
 RUNS = REPO_ROOT / "data" / "runs"
-NOTEBOOK_FIGURES = {"chunk_and_interval", "frontier", "generalization", "itl_ttft_distributions",
-                    "paired_reductions", "provenance", "regime_boundary", "telemetry"}
+NOTEBOOK_FIGURES = {"chunk_and_interval", "frontier", "generalization", "headline", "itl_ttft_distributions",
+                    "provenance", "regime_boundary", "telemetry"}
 
 
 def run_dirs(root: Path, pattern: str = "*") -> list[Path]:
@@ -110,6 +110,10 @@ def test_latency_distributions(run: RunData) -> None:
     assert fig.get_suptitle() == f"Latency distributions, 3 paired trials pooled\n{figures.provenance(run)}"
     itl_ax, ttft_ax = fig.axes
     assert (itl_ax.get_title(), ttft_ax.get_title()) == ("Inter-token latency", "Time to first token")
+    fig.canvas.draw()
+    for ax in fig.axes:  # plain numbers on the log axes, never "10^2"
+        ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+        assert len(ticks) >= 2 and all(re.fullmatch(r"\d+(\.\d+)?", t) for t in ticks), ticks
     assert itl_ax.get_xscale() == "log"
     for arm, itl_label, ttft_label in zip(run.arms, legend(itl_ax), legend(ttft_ax), strict=True):
         gaps = np.concatenate([_ok_gaps_ms(run.tables[(k, arm)]) for k in run.trials])
@@ -133,17 +137,33 @@ def test_chunk_and_interval(run: RunData) -> None:
     assert f"target T* = {1000 * target_s(run.config):.0f} ms" in legend(dt_ax)  # 35.8 ms: "36 ms"
 
 
-def test_paired_reductions_keep_ours_and_the_papers_apart(run: RunData, rows: pd.DataFrame) -> None:
-    fig = figures.paired_reductions(rows, run)
+def test_headline_shows_each_trial_and_keeps_ours_and_the_papers_apart(run: RunData, rows: pd.DataFrame) -> None:
+    from matplotlib.colors import to_hex
+
+    from dlfp.analysis.families import FAMILY_COLORS, PAPER_COLOR
+    from dlfp.analysis.stats import paired
+
+    fig = figures.headline(rows, run)
     renders(fig)
-    ours, paper = fig.axes
-    assert ours.get_title() == figures.provenance(run)
-    assert paper.get_title() == "reported by the paper: Qwen3-0.6B BF16, one A100 80 GB"
+    per_trial, reduction = fig.axes
+    assert fig.get_suptitle() == figures.provenance(run)
+    assert per_trial.get_title() == "P99 ITL per paired trial (measured)"
     wide = rows.pivot(index="trial", columns="arm", values="itl_p99_ms")
+    heights = [b.get_height() for b in per_trial.patches]
+    assert heights == pytest.approx([*wide["stock"], *wide["dlfp"]])  # stock's bars, then DLFP's
+    assert legend(per_trial) == ["stock", "dlfp"]
     by_hand = (100 * (wide["stock"] - wide["dlfp"]) / wide["stock"]).tolist()
-    assert [b.get_height() for b in ours.patches] == pytest.approx(by_hand)
-    assert [b.get_height() for b in paper.patches] == pytest.approx(list(figures.PAPER["itl_reduction_pct"]))
-    assert legend(ours) == [f"mean {np.mean(by_hand):.1f}%"] and legend(paper) == ["mean 27.7%"]
+    ours, theirs = reduction.containers[0], reduction.containers[2]  # bars; [1] is ours' error bar
+    assert [b.get_height() for b in ours] == pytest.approx(by_hand)
+    assert [b.get_height() for b in theirs] == pytest.approx(list(figures.PAPER["itl_reduction_pct"]))
+    assert to_hex(ours[0].get_facecolor()) == FAMILY_COLORS["DLFP law"].lower()
+    assert to_hex(theirs[0].get_facecolor()) == PAPER_COLOR.lower()
+    assert legend(reduction) == ["ours (measured)", "the paper (Qwen3-0.6B BF16, one A100 80 GB, reported)"]
+    p = paired(rows, "itl_p99_ms")
+    means = [c for c in reduction.containers if not hasattr(c, "patches")]  # the two error bars
+    (mine, x_mine), (paper, x_paper) = [(c.lines[0].get_ydata()[0], c.lines[0].get_xdata()[0]) for c in means]
+    assert (mine, paper) == pytest.approx((p["mean_pct"], 27.7)) and x_mine < x_paper
+    assert [t.get_text() for t in reduction.get_xticklabels()][-1] == "mean\n(95% CI)"
 
 
 def test_telemetry(run: RunData) -> None:
@@ -198,6 +218,7 @@ def plain_ticks_apart(fig: plt.Figure) -> None:
 def test_frontier_of_the_cpu_baselines() -> None:
     from matplotlib.colors import to_rgba
 
+    from dlfp.analysis.families import FAMILIES, arm_styles
     from dlfp.studies.frontier import ITL, TTFT, run_table
     from dlfp.studies.frontier import frontier as pareto
 
@@ -206,6 +227,7 @@ def test_frontier_of_the_cpu_baselines() -> None:
         a for a in base.config.arms if a.name in FRONTIER_ARMS)))  # each arm's rows are its own: a subset is exact
     table = run_table(base)
     assert set(table.kind) == {"fixed budget", "fixed cap", "adaptive"}
+    assert set(table.family) == {"stock", "fixed budget", "cap", "DLFP law"}
     title = "P99 ITL against P99 TTFT per arm; cpu-tiny measured"
     fig = figures.frontier({"cpu-tiny": table}, title)
     renders(fig)
@@ -213,10 +235,11 @@ def test_frontier_of_the_cpu_baselines() -> None:
     assert fig.get_suptitle() == title and ax.get_title() == "cpu-tiny"
     assert not ax.texts and ax.get_legend() is None  # no labels printed over each other: one figure legend
     (key,) = fig.legends
-    kinds = dict(zip(table.arm, table.kind, strict=True))
-    arms = tuple(a for k in ("fixed budget", "fixed cap", "adaptive") for a in base.arms if kinds[a] == k)
-    by_kind = [f"{a} ({kinds[a]})" for a in arms]  # the arms grouped by kind, run order within one
-    assert [t.get_text() for t in key.get_texts()] == [figures.FRONTIER_LINE, "ITL objective", *by_kind]
+    fams = dict(zip(table.arm, table.family, strict=True))
+    arms = [a for f in FAMILIES for a in base.arms if fams[a] == f]
+    by_family = [f"{a} ({fams[a]})" for a in arms]  # the arms grouped by family, run order within one
+    assert [t.get_text() for t in key.get_texts()] == [figures.FRONTIER_LINE, "ITL objective", *by_family]
+    styles = arm_styles((a, fams[a]) for a in arms)
     objective = [line for line in ax.lines if line.get_label() == "ITL objective"]
     assert objective[0].get_ydata()[0] == pytest.approx(table["itl objective (ms)"].iloc[0])
     fixed = table[table.kind == "fixed budget"]
@@ -227,24 +250,27 @@ def test_frontier_of_the_cpu_baselines() -> None:
     assert line.get_ydata().tolist() == pytest.approx(front[ITL].tolist())
     points = {c.get_label(): c for c in ax.collections}  # every arm a point, dominated budgets too
     for _, r in table.iterrows():
-        dot = points[f"{r.arm} ({r.kind})"]
+        dot = points[f"{r.arm} ({r.family})"]
         assert dot.get_offsets()[0].tolist() == pytest.approx([r[TTFT], r[ITL]]) and len(dot.get_offsets()) == 1
-        assert tuple(dot.get_facecolor()[0]) == pytest.approx(to_rgba(figures.color(r.arm, arms)))
+        assert tuple(dot.get_facecolor()[0]) == pytest.approx(to_rgba(styles[r.arm][0]))
+    budgets = [styles[a] for a in arms if fams[a] == "fixed budget"]  # one colour family, apart by shade and marker
+    assert len({c for c, _ in budgets}) == len({m for _, m in budgets}) == len(budgets) >= 2
     plain_ticks_apart(fig)
     assert source_line(base).startswith("measured: ")  # what the notebook's title says of cpu-tiny
 
 
-NARROW = [("sarathi", "fixed budget", 75.6, 1259.8), ("mbt-1024", "fixed budget", 350.2, 1240.7),
-          ("stock", "fixed budget", 681.0, 1294.1), ("lpt-256", "fixed cap", 177.6, 1376.8),
-          ("dlfp", "adaptive", 156.1, 1290.3), ("dlfp-abs-target", "adaptive", 58.4, 1279.0)]
-"""Arms of ``a100-qwen3-32b`` in the baselines study, (arm, kind, P99 ITL, P99 TTFT): every TTFT
+NARROW = [("sarathi", "fixed budget", "fixed budget", 75.6, 1259.8),
+          ("mbt-1024", "fixed budget", "fixed budget", 350.2, 1240.7),
+          ("stock", "fixed budget", "stock", 681.0, 1294.1), ("lpt-256", "fixed cap", "cap", 177.6, 1376.8),
+          ("dlfp", "adaptive", "DLFP law", 156.1, 1290.3), ("dlfp-abs-target", "adaptive", "DLFP law", 58.4, 1279.0)]
+"""Arms of ``a100-qwen3-32b`` in the baselines study, (arm, kind, family, P99 ITL, P99 TTFT): every TTFT
 within 11%, where matplotlib labels the log axis's minor ticks "1.24x10^3 1.26x10^3", overlapping."""
 
 
 def test_frontier_labels_a_narrow_log_axis_in_plain_numbers_apart() -> None:
     from dlfp.studies.frontier import ITL, TTFT
 
-    narrow = pd.DataFrame(NARROW, columns=["arm", "kind", ITL, TTFT]).assign(**{"itl objective (ms)": 238.0})
+    narrow = pd.DataFrame(NARROW, columns=["arm", "kind", "family", ITL, TTFT]).assign(**{"itl objective (ms)": 238.0})
     wide = narrow.assign(**{TTFT: narrow[TTFT] / 40 * np.arange(1, 7), ITL: narrow[ITL] / 10})
     fig = figures.frontier({"a100-qwen3-32b": narrow, "wide": wide, "third": narrow}, "narrow and wide")
     renders(fig)

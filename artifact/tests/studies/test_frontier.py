@@ -125,16 +125,16 @@ def test_ttft_spread_is_over_fixed_budgets_only() -> None:
     assert frontier.ttft_spread({}) == "no baselines run"
 
 
-def test_kind_tells_a_prefill_cadence_from_caps_budgets_and_control() -> None:
-    """An arm whose ``prefill_every`` is above 1 is a cadence, with stock's chunks or a fixed cap; a
-    mapping that turns control off without a cadence is stock scheduling, as no mapping is."""
-    from dlfp.trials.arms import ArmSpec
+def test_effects_table_has_a_row_per_target_and_a_cell_per_arm() -> None:
+    def table(rows: list[tuple[str, float, float, float]]) -> pd.DataFrame:
+        return pd.DataFrame(rows, columns=["arm", "ITL reduction vs stock (%)", "ITL CI lo (%)", "ITL CI hi (%)"])
 
-    cap = {"chunk_min": 64, "chunk_max": 64, "chunk_init": 64}
-    assert frontier.kind(ArmSpec("cadence-4", {"enabled": False, "prefill_every": 4}, {})) == "cadence"
-    assert frontier.kind(ArmSpec("cadence-4-cap", {**cap, "prefill_every": 4}, {})) == "cadence"
-    assert frontier.kind(ArmSpec("cap", cap, {})) == "fixed cap"
-    assert frontier.kind(ArmSpec("every-1", {"enabled": False, "prefill_every": 1}, {})) == "fixed budget"
-    assert frontier.kind(ArmSpec("off-lpt", {"enabled": False}, {"long_prefill_token_threshold": 256})) == "fixed cap"
-    assert frontier.kind(ArmSpec("dlfp", {"prefill_every": 1}, {})) == "adaptive"
-    assert frontier.kind(ArmSpec("stock", None, {})) == "fixed budget"
+    tables = {"cpu-tiny": table([("dlfp", 60.5, 37.5, 83.5), ("cap", 70.0, math.nan, math.nan)]),
+              "a100-qwen3-8b": table([("dlfp", -3.04, -9.0, 2.96)])}
+    got = frontier.effects_table(tables, ["dlfp", "cap"])
+    assert list(got.index) == ["cpu-tiny", "a100-qwen3-8b"] and list(got.columns) == ["dlfp", "cap"]
+    assert got.loc["cpu-tiny", "dlfp"] == "60.5% (37.5 to 83.5)"
+    assert got.loc["cpu-tiny", "cap"] == "70.0%"  # one trial: no interval
+    assert got.loc["a100-qwen3-8b", "dlfp"] == "-3.0% (-9.0 to 3.0)"
+    assert got.loc["a100-qwen3-8b", "cap"] == "not run"
+    assert frontier.reduction_cell(math.nan, math.nan, math.nan) == "not run"

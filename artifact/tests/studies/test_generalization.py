@@ -50,3 +50,18 @@ def test_a_controller_variant_gets_its_own_folder_and_parameters() -> None:
     assert d1.name == "a100-qwen3-0.6b-tp1-signal-completion" and d0 != d1
     assert variant.dlfp == {**base.dlfp, "signal": "completion"}
     assert variant.workload == base.workload
+
+
+def test_finding_counts_settings_by_where_their_interval_lies() -> None:
+    import math
+
+    import pandas as pd
+
+    from dlfp.studies.generalization import finding
+
+    table = pd.DataFrame({"ITL reduction (%)": [88.0, -12.0, 3.0, 5.0], "ITL CI lo (%)": [80.0, -20.0, -4.0, math.nan],
+                          "ITL CI hi (%)": [95.0, -4.0, 9.0, math.nan]})
+    assert finding(table, "Simulated") == (
+        "Simulated: DLFP's P99 ITL reduction against stock (paired 95% CI) lies above zero on 1, below zero on 1 "
+        "and neither (or untested) on 2 of 4 settings; the means range from -12.0% to 88.0%.")
+    assert finding(table.iloc[:0], "Measured") == "Measured: no runs."

@@ -52,7 +52,7 @@ def test_cadence_arms_are_the_sweep_and_the_capped_variant() -> None:
 
 
 def test_cadence_arms_parse_as_arms_of_a_study_config() -> None:
-    from dlfp.studies.frontier import kind
+    from dlfp.analysis.families import kind
 
     for target in ("cpu-tiny", "a100-qwen3-8b"):
         cfg = plans.parse_config(plans.target_config(target, {"arms": plans.BASELINE_ARMS}))
