@@ -105,14 +105,16 @@ def from_runs(baselines_root: Path, explanations_root: Path) -> pd.DataFrame:
     return table(load)
 
 
-def verdict(expl: pd.DataFrame) -> str:
+def verdict(expl: pd.DataFrame, reasons: bool = True) -> str:
     """The explanations table's last row in one sentence: which variants reproduce the paper's
-    pattern, which do not (and why), which cannot be tested yet."""
+    pattern, which do not (and why, unless ``reasons`` is off: the first page names them only, the
+    table beside the chapter's sentence has the numbers), which cannot be tested yet."""
     row = expl.loc[PATTERN_ROW]
     groups: dict[str, list[str]] = {"reproduce the paper's pattern": [], "do not reproduce it": [],
                                      "not testable yet": []}
     for label, text in row.items():
         key = ("reproduce the paper's pattern" if text == "reproduces the pattern" else
                "not testable yet" if text.startswith("not testable") else "do not reproduce it")
-        groups[key].append(f"{label} ({text.removeprefix('does not: ')})" if key == "do not reproduce it" else label)
+        why = reasons and key == "do not reproduce it"
+        groups[key].append(f"{label} ({text.removeprefix('does not: ')})" if why else label)
     return "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items() if v) + "."

@@ -36,6 +36,8 @@ def test_verdict_groups_the_variants() -> None:
                          "(c) host": {explanations.PATTERN_ROW: "not testable (a setting is missing)"}})
     assert explanations.verdict(expl) == ("reproduce the paper's pattern: (a) lag; do not reproduce it: (b) abs (0.6B "
                                           "shows no benefit); not testable yet: (c) host.")
+    assert explanations.verdict(expl, reasons=False) == ("reproduce the paper's pattern: (a) lag; do not reproduce "
+                                                         "it: (b) abs; not testable yet: (c) host.")
 
 
 def test_explanations_from_runs_that_are_missing_says_not_testable(tmp_path) -> None:
