@@ -169,7 +169,7 @@ def headline(rows: pd.DataFrame, run: RunData) -> plt.Figure:
     right.set_xticks(np.arange(n + 1), [*(f"trial {k}" for k in range(n)), "mean\n(95% CI)"])
     right.set_ylabel("P99 ITL reduction, stock to DLFP (%)")
     right.set_title("Reduction per trial, and the mean with its paired 95% CI", fontsize=9)
-    right.legend(loc="lower left", fontsize=8)
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)  # below: never over a bar
     fig.suptitle(provenance(run), fontsize=9)
     return fig
 
