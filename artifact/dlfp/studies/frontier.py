@@ -103,9 +103,9 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def reduction_cell(mean: float, lo: float, hi: float) -> str:
     """A paired reduction in one table cell: "60.5% (37.5 to 83.5)", the interval omitted where there
-    is none (one trial); "not run" for a missing mean."""
+    is none (one trial); "no value" where the run has no mean (an arm without a P99 in some trial)."""
     if math.isnan(mean):
-        return "not run"
+        return "no value"
     return f"{mean:.1f}%" + ("" if math.isnan(lo) else f" ({lo:.1f} to {hi:.1f})")
 
 

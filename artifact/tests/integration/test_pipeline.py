@@ -140,6 +140,8 @@ def test_every_page_in_a_real_browser_at_desktop_and_phone_widths(built_book: Pa
     assert tuple(first) == CHAPTERS  # every chapter is screenshotted
     reference = [page for part in rest for page in part]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for stale in SCREENSHOTS.glob("*.png"):  # the count below is of this run's screenshots only
+        stale.unlink()
     server, url = _serve(built_book)
     problems: list[str] = []
     seen: dict[tuple[str, str], dict] = {}

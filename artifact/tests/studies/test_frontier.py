@@ -137,4 +137,4 @@ def test_effects_table_has_a_row_per_target_and_a_cell_per_arm() -> None:
     assert got.loc["cpu-tiny", "cap"] == "70.0%"  # one trial: no interval
     assert got.loc["a100-qwen3-8b", "dlfp"] == "-3.0% (-9.0 to 3.0)"
     assert got.loc["a100-qwen3-8b", "cap"] == "not run"
-    assert frontier.reduction_cell(math.nan, math.nan, math.nan) == "not run"
+    assert frontier.reduction_cell(math.nan, math.nan, math.nan) == "no value"  # ran, but no mean: not "not run"
