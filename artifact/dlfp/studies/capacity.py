@@ -18,13 +18,21 @@ load and rate, the two SLO levels and the capacity bound (:mod:`dlfp.trials.swee
   uncensored capacities, and the mean ratio to stock's capacity in the same trial (paired by seed).
 
 :func:`write_tables` writes ``capacity.parquet`` (one row per target, level and arm) and
-``points.parquet`` beside the target folders, atomically, for the book to read.
+``points.parquet`` beside the target folders, atomically, with ``points.json``: the sha256 of every
+target's manifest and of the code that turns traces into points. Recomputing the points reads every
+unit's traces (minutes per target), so the book reads ``points.parquet`` where that stamp still holds
+(:func:`load_points`: the same manifests, each trace still matching its manifest's checksum, the same
+code) and recomputes from the traces where it does not.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import itertools
+import json
 import math
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -32,13 +40,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dlfp.analysis import metrics
+from dlfp.analysis import families, labels, metrics, runs
 from dlfp.analysis.families import family
 from dlfp.analysis.labels import source_line
 from dlfp.analysis.runs import RunData, load_run
 from dlfp.analysis.stats import t_ci
+from dlfp.paths import sha256, write_json_atomic
+from dlfp.trials import sweep as sweep_design
 from dlfp.trials.arms import REFERENCE
-from dlfp.trials.runfolder import write_parquet
+from dlfp.trials.runfolder import listed_files, read_manifest, verify_file, write_parquet
 from dlfp.trials.sweep import LEVELS
 
 
@@ -175,21 +185,77 @@ def study_points(root: Path) -> pd.DataFrame:
     """Every finished unit of the capacity runs under ``root`` (``<target>/``) as :func:`point_rows`;
     an unfinished run counts with the units it has."""
     frames = []
-    for manifest in sorted(Path(root).glob("*/manifest.json")):
+    for manifest in _manifests(root):
         run = load_run(manifest.parent, tables=("requests", "tokens"), allow_partial=True)
         if "sweep" in (run.manifest.get("design") or {}):
             frames.append(point_rows(run, manifest.parent.name))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+POINTS, STAMP = "points.parquet", "points.json"
+POINT_CODE = (sys.modules[__name__], metrics, families, labels, runs, sweep_design)
+"""The modules whose source decides a point's numbers: a change to any of them makes a stamp stale."""
+
+
+def _manifests(root: Path) -> list[Path]:
+    return sorted(Path(root).glob("*/manifest.json"))
+
+
+def code_key() -> str:
+    """The sha256 of the source of :data:`POINT_CODE`."""
+    h = hashlib.sha256()
+    for module in POINT_CODE:
+        h.update(Path(inspect.getfile(module)).read_bytes())
+    return h.hexdigest()
+
+
+def stamp(root: Path) -> dict[str, Any]:
+    """What ``points.parquet`` under ``root`` is computed from: each target's manifest and the code."""
+    return {"manifests": {m.parent.name: sha256(m) for m in _manifests(root)}, "code": code_key()}
+
+
+def stale(root: Path) -> str | None:
+    """Why ``points.parquet`` under ``root`` may not stand for its traces, or None where it does: its
+    stamp records other manifests or other code, it was changed since, or a trace no longer matches
+    its manifest (checked as :func:`load_run` does, which reads none of them)."""
+    root = Path(root)
+    if not (root / STAMP).is_file() or not (root / POINTS).is_file():
+        return f"{root} has no {POINTS} with its {STAMP}"
+    recorded = json.loads((root / STAMP).read_text(encoding="utf-8"))
+    now = stamp(root)
+    if recorded.get("manifests") != now["manifests"]:
+        return f"the runs under {root} changed since {POINTS} was written"
+    if recorded.get("code") != now["code"]:
+        return f"the code that computes the points changed since {POINTS} was written"
+    if recorded.get("points") != sha256(root / POINTS):
+        return f"{root / POINTS} was changed since it was written"
+    for manifest in _manifests(root):
+        for file, digest in listed_files(manifest.parent, read_manifest(manifest.parent)):
+            verify_file(file, digest)  # a trace edited under an unchanged manifest is refused, as load_run does
+    return None
+
+
+def load_points(root: Path) -> tuple[pd.DataFrame, str | None]:
+    """The study's points and why they were recomputed from the traces (None: read from a stamped
+    ``points.parquet``, :func:`stale`)."""
+    if not _manifests(root):
+        return pd.DataFrame(), None
+    why = stale(root)
+    return (study_points(root), why) if why else (pd.read_parquet(Path(root) / POINTS), None)
+
+
 def write_tables(root: Path) -> list[Path]:
-    """``points.parquet`` and ``capacity.parquet`` under ``root`` (none when no point has finished)."""
+    """``points.parquet``, its stamp and ``capacity.parquet`` under ``root`` (none when no point has
+    finished); the stamp is taken before the traces are read, so a run changing meanwhile leaves it stale."""
+    root = Path(root)
+    before = stamp(root)
     points = study_points(root)
     if points.empty:
         return []
-    paths = [Path(root) / "points.parquet", Path(root) / "capacity.parquet"]
+    paths = [root / POINTS, root / "capacity.parquet", root / STAMP]
     write_parquet(points, paths[0])
     write_parquet(capacity_table(points), paths[1])
+    write_json_atomic(paths[2], {**before, "points": sha256(paths[0])})
     return paths
 
 

@@ -266,8 +266,16 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"requests per unit (default {REQUESTS}; capacity {CAPACITY_REQUESTS})")
     ap.add_argument("--only", nargs="+", help="run only these entries (folder names)")
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
+    ap.add_argument("--tables", action="store_true",
+                    help="capacity only: rewrite the tables and their stamp from the traces under --out, run nothing")
     ap.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
     args = ap.parse_args(argv)
+    if args.tables:
+        if args.study != "capacity":
+            ap.error("--tables rewrites the capacity study's tables; the other studies keep none")
+        if not args.out.is_dir():
+            ap.error(f"--out {args.out}: no such folder")
+        return _write_capacity_tables(args.out)
     requests = args.requests or (CAPACITY_REQUESTS if args.study == "capacity" else REQUESTS)
     plan = STUDIES[args.study](args.trials, requests)
     if args.only:
@@ -284,9 +292,12 @@ def main(argv: list[str] | None = None) -> int:
 
     for folder, cfg in plan:
         print(f"{args.out / folder}: {run_trials(cfg, args.out / folder, allow_dirty=args.allow_dirty)['status']}")
-    if args.study == "capacity":
-        from dlfp.studies.capacity import write_tables
+    return _write_capacity_tables(args.out) if args.study == "capacity" else 0
 
-        for path in write_tables(args.out):
-            print(f"wrote {path}", file=sys.stderr)
+
+def _write_capacity_tables(root: Path) -> int:
+    from dlfp.studies.capacity import write_tables
+
+    for path in write_tables(root):
+        print(f"wrote {path}", file=sys.stderr)
     return 0

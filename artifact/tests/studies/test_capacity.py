@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dlfp.studies.capacity import COLUMNS, capacity_table, held_name, margin, split_arm, trial_capacity, unit_name
+from dlfp.paths import REPO_ROOT
+from dlfp.studies import plans
+from dlfp.studies.capacity import (
+    COLUMNS,
+    POINTS,
+    STAMP,
+    capacity_table,
+    held_name,
+    load_points,
+    margin,
+    split_arm,
+    stale,
+    trial_capacity,
+    unit_name,
+    write_tables,
+)
+from dlfp.trials.runfolder import RunFolderError, write_parquet
 
 
 def test_an_arm_holding_a_level_is_named_for_it() -> None:
@@ -115,3 +134,68 @@ def test_arms_tied_at_the_top_rate_are_named_together_and_nothing_meeting_the_sl
     w = which_setting(table).set_index("target")
     assert w.loc["a", "best"] == "mbt-256, stock" and w.loc["a", "censored"] == "above"
     assert w.loc["b", "best"] == "none meets the SLOs" and w.loc["b", "best_rps"] == 0.0
+
+
+COMMITTED = REPO_ROOT / "data" / "runs" / "study-capacity"
+
+
+@pytest.fixture
+def small_study(tmp_path: Path) -> Path:
+    """A real capacity run cut to trial 0's stock points (the rest pending), copied from the committed
+    0.6B target: a study whose points take a second to recompute."""
+    src = COMMITTED / "a100-qwen3-0.6b"
+    dst = tmp_path / "study" / src.name
+    manifest = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
+    keep = [u for u in manifest["units"] if u["trial"] == 0 and u["arm"] in ("stock", "stock_0.3", "stock_0.45")]
+    manifest["units"] = [u if u in keep else {k: u[k] for k in ("trial", "seed", "arm")} | {"status": "pending"}
+                         for u in manifest["units"]]
+    manifest["status"] = "partial"
+    shutil.copytree(src / "preflight", dst / "preflight")
+    for k in sorted({u["trial"] for u in manifest["units"]}):
+        (dst / f"trial-{k}").mkdir()
+        shutil.copy(src / f"trial-{k}" / "workload.parquet", dst / f"trial-{k}" / "workload.parquet")
+    for u in keep:
+        shutil.copytree(src / "trial-0" / u["arm"], dst / "trial-0" / u["arm"])
+    (dst / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return dst.parent
+
+
+def test_stamped_points_are_read_back_and_any_change_under_them_recomputes(small_study: Path) -> None:
+    fresh, why = load_points(small_study)
+    assert "no points.parquet" in why and len(fresh) == 3 * 2  # three points, each at both levels
+    assert plans.main(["capacity", "--tables", "--out", str(small_study)]) == 0
+    read, why = load_points(small_study)
+    assert why is None
+    pd.testing.assert_frame_equal(read, fresh)
+    stamp = json.loads((small_study / STAMP).read_text(encoding="utf-8"))
+    (small_study / STAMP).write_text(json.dumps({**stamp, "code": "0" * 64}), encoding="utf-8")
+    assert "code that computes the points changed" in stale(small_study)
+    (small_study / STAMP).write_text(json.dumps(stamp), encoding="utf-8")
+    write_parquet(fresh.assign(itl_p99_ms=fresh.itl_p99_ms / 2), small_study / POINTS)
+    assert "was changed since it was written" in stale(small_study)
+    write_tables(small_study)
+    manifest = small_study / "a100-qwen3-0.6b" / "manifest.json"
+    manifest.write_text(manifest.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    assert "runs under" in stale(small_study) and load_points(small_study)[1] is not None
+
+
+def test_a_trace_edited_under_a_stamp_is_refused_as_the_traces_are(small_study: Path) -> None:
+    write_tables(small_study)
+    trace = small_study / "a100-qwen3-0.6b" / "trial-0" / "stock" / "tokens.parquet"
+    trace.write_bytes(trace.read_bytes() + b"\0")
+    with pytest.raises(RunFolderError, match=r"tokens\.parquet"):
+        load_points(small_study)
+
+
+def test_tables_are_rewritten_only_for_the_capacity_study_and_an_existing_folder(tmp_path: Path) -> None:
+    for study, out in (("baselines", tmp_path), ("capacity", tmp_path / "no")):
+        with pytest.raises(SystemExit):
+            plans.main([study, "--tables", "--out", str(out)])
+    points, why = load_points(tmp_path)  # a folder with no run: nothing to read, nothing recomputed
+    assert points.empty and why is None
+
+
+def test_the_committed_points_stand_for_the_committed_traces() -> None:
+    """Else the book recomputes every point from the traces (minutes per target): after a change to the
+    code of :data:`POINT_CODE` or a new target, ``dlfp study capacity --tables --out`` this folder."""
+    assert stale(COMMITTED) is None
