@@ -221,7 +221,12 @@ def stale(root: Path) -> str | None:
     root = Path(root)
     if not (root / STAMP).is_file() or not (root / POINTS).is_file():
         return f"{root} has no {POINTS} with its {STAMP}"
-    recorded = json.loads((root / STAMP).read_text(encoding="utf-8"))
+    try:
+        recorded = json.loads((root / STAMP).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return f"{root / STAMP} is corrupt ({exc})"
+    if not isinstance(recorded, dict):
+        return f"{root / STAMP} is corrupt (not an object)"
     now = stamp(root)
     if recorded.get("manifests") != now["manifests"]:
         return f"the runs under {root} changed since {POINTS} was written"
