@@ -4,7 +4,7 @@ The study (:func:`dlfp.studies.plans.capacity`) writes one run folder per target
 whose arms are each arm of the study at each load (``<name>_<load>``); its design records every arm's
 load and rate, the two SLO levels and the capacity bound (:mod:`dlfp.trials.sweep`). From the traces:
 
-* per point, arm, trial and SLO level (:func:`point_rows`): pooled P99 ITL, P99 TTFT, SLO
+* per point, arm, trial and SLO level (:func:`point_rows`): its arrival span, pooled P99 ITL, P99 TTFT, SLO
   attainment (the share of all requests with TTFT and TPOT within the level's SLOs, as ``vllm bench
   serve``'s goodput test) and goodput, the rate of arriving requests that meet both (offered rate x
   attainment: a run's duration includes the drain of its last requests, which a short point's count
@@ -92,7 +92,7 @@ def point_rows(run: RunData, target: str) -> pd.DataFrame:
                 "seed": run.config.seeds[k], "load": point["load"], "rate_rps": point["rate_rps"],
                 "itl_p99_ms": summary["itl_p99_ms"], "ttft_p99_ms": summary["ttft_p99_ms"],
                 "itl_slo_ms": slo["itl_ms"], "ttft_slo_ms": slo["ttft_ms"], "attainment": attained,
-                "goodput_rps": attained * point["rate_rps"],
+                "goodput_rps": attained * point["rate_rps"], "span_s": point["n_requests"] / point["rate_rps"],
                 "bound_rps": sweep["bound_rps"][level], "source": source,
             })
     return pd.DataFrame(rows)
@@ -144,7 +144,7 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
     facts = points.groupby(["target", "level"]).agg(
         itl_slo_ms=("itl_slo_ms", "first"), ttft_slo_ms=("ttft_slo_ms", "first"),
         bound_rps=("bound_rps", "first"), source=("source", "first"),
-        min_rate_rps=("rate_rps", "min"), max_rate_rps=("rate_rps", "max"))
+        min_rate_rps=("rate_rps", "min"), max_rate_rps=("rate_rps", "max"), span_s=("span_s", "min"))
     rows = []
     for (target, level, arm), g in trials.groupby(["target", "level", "arm"], sort=False):
         caps = g["capacity_rps"].to_numpy(dtype=float)
@@ -162,17 +162,20 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
             "bracket_high_rps": float(g["bracket_high_rps"].max()),
             "vs_stock": float(np.mean(ratios)) if len(ratios) == len(g) else math.nan,
             "share_of_bound": value / f["bound_rps"] if f["bound_rps"] > 0 else math.nan,
+            "resolution": sweep_design.resolution(f["ttft_slo_ms"], f["span_s"]),
             **{c: f[c] for c in ("itl_slo_ms", "ttft_slo_ms", "bound_rps", "min_rate_rps", "max_rate_rps", "source")},
         })
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 COLUMNS = ["target", "level", "arm", "family", "capacity_rps", "ci_low_rps", "ci_high_rps", "n_trials", "censored",
-           "bracket_low_rps", "bracket_high_rps", "vs_stock", "share_of_bound", "itl_slo_ms", "ttft_slo_ms",
-           "bound_rps", "min_rate_rps", "max_rate_rps", "source"]
+           "bracket_low_rps", "bracket_high_rps", "vs_stock", "share_of_bound", "resolution", "itl_slo_ms",
+           "ttft_slo_ms", "bound_rps", "min_rate_rps", "max_rate_rps", "source"]
 """``capacity.parquet``'s columns; ``censored`` is none (interpolated), above (at least the top rate),
 below (under the lowest) or mixed across trials; a censored row has no interval (its mean is a
-bound, not an estimate)."""
+bound, not an estimate). ``resolution`` is the largest overload the sweep's shortest point could let
+pass under the level's TTFT SLO (:func:`dlfp.trials.sweep.resolution`): a capacity may overstate the
+sustainable rate by up to that share."""
 
 
 def _censored(values: pd.Series) -> str:

@@ -132,8 +132,8 @@ on the modeled GPU), so fewer arms."""
 CAPACITY_REQUESTS = 160
 """Fewest requests of the top load's units (fewer at lower loads, the same arrival span:
 :func:`dlfp.trials.sweep.requests_at_load`), more where they would arrive faster than
-:data:`dlfp.trials.sweep.MIN_SPAN_S` allows: the span decides whether a point reaches a steady state,
-and on the slow targets (the modeled 32B runs in real time) 160 already span tens of seconds."""
+:func:`dlfp.trials.sweep.min_span_s` allows: the span decides whether a rate past what an arm sustains
+can pass its TTFT SLO."""
 
 SENSITIVITY_ARMS: list[dict[str, Any]] = [
     {"name": "stock"},

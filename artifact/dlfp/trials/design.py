@@ -63,6 +63,7 @@ from dlfp.trials.prediction import (
 from dlfp.trials.sweep import (
     LOADS,
     derived_slos,
+    min_span_s,
     rate_at_load,
     requests_at_load,
     slo_levels,
@@ -70,8 +71,9 @@ from dlfp.trials.sweep import (
     top_requests,
 )
 
-RULES_VERSION = 1
-"""Bumped whenever a rule's formula or default changes; recorded with every derived design."""
+RULES_VERSION = 2
+"""Bumped whenever a rule's formula or default changes; recorded with every derived design (2: a
+capacity point spans :data:`~dlfp.trials.sweep.SPAN_TTFT_SLOS` TTFT SLOs of arrivals)."""
 
 
 KINDS = ("scaled", "fixed", "capacity")
@@ -270,7 +272,7 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     """A capacity sweep (module docstring; :mod:`dlfp.trials.sweep`): the config's mix, each arm at the
     rate of its own ``load`` (else ``design.load``, the workload's rate) replaying the first
     :func:`~dlfp.trials.sweep.requests_at_load` of the trial's requests (at the top load all of them:
-    ``workload.n_requests``, or more for :data:`~dlfp.trials.sweep.MIN_SPAN_S`), SLOs (and DLFP's
+    ``workload.n_requests``, or more for :func:`~dlfp.trials.sweep.min_span_s`), SLOs (and DLFP's
     ``itl_slo_ms``) at the tight level, nothing refused. The record's ``sweep.arms`` gives each arm's
     load, rate and requests."""
     long_w = long_weight_share(config["workload"]["classes"])
@@ -281,7 +283,8 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     p = predict(m, w, rate * long_w, rate * (1 - long_w), target_s)
     arms = resolve_arms(config["arms"], derived_values(m, w, target_s, spec.rules.decoders)) or [
         dict(a) for a in config["arms"]]
-    n_top = top_requests(int(config["workload"]["n_requests"]), rate_at_load(m, w, long_w, LOADS[-1]))
+    n_top = top_requests(int(config["workload"]["n_requests"]), rate_at_load(m, w, long_w, LOADS[-1]),
+                         min_span_s(sweep["slos"]))
     for a in arms:
         load = float(a.get("load") or spec.load)
         a["rate_rps"] = round_sig(rate_at_load(m, w, long_w, load))

@@ -50,11 +50,18 @@ client itself falls behind (at 1.7 there, requests went out up to 0.7 s late).""
 MIN_REQUESTS = 20
 """Fewest requests a sweep point replays (its pooled P99 needs a few thousand gaps)."""
 MIN_SPAN_S = 4.0
-"""Shortest arrival span of a sweep point, in seconds: a point's queue must have time to grow past
-what its TTFT SLO allows before the arrivals end, or a rate past capacity passes as a burst the
-engine absorbs. 240 requests arrive in about a second on the modeled A100 with Qwen3-0.6B (requests
-live about as long there): at load 1.0 stock's P99 TTFT was within the relaxed SLO of 184 ms with 240
-requests, and 2.1 s when they spanned 4 s (development runs)."""
+"""Shortest arrival span of a sweep point, in seconds, however short its SLOs (the pooled P99s need a
+steady state: 240 requests arrive in about a second on the modeled A100 with Qwen3-0.6B, where at
+load 1.0 stock's P99 TTFT was within the relaxed SLO of 184 ms with 240 requests, and 2.1 s when they
+spanned 4 s, development runs)."""
+SPAN_TTFT_SLOS = 10.0
+"""Shortest arrival span of a sweep point in TTFT SLOs (of the level with the longest one): a rate past
+what an arm sustains passes a finite sweep point as long as the queue it builds stays under the TTFT
+SLO. A rate ``1 + x`` times the sustainable one adds about ``x`` seconds of backlog per second of
+arrivals, so over a span ``S`` an overload up to ``x = TTFT SLO / S`` can pass (:func:`resolution`):
+at 10 SLOs, 10% at the relaxed level and 3% at the tight one. With a fixed 4 s span, the modeled A100
+with Qwen3-8B (relaxed TTFT SLO 1.57 s) let every arm pass at 1.2 times stock's prefill load, past
+what the GPU can prefill at all (the committed run of 88bae42)."""
 
 
 def describe() -> str:
@@ -63,14 +70,28 @@ def describe() -> str:
     levels = "; ".join(f"{lv}: ITL {ITL_STEPS[lv]:g} decode steps, TTFT {TTFT_PREFILLS[lv]:g} prefills"
                        for lv in LEVELS)
     return (f"Design (dlfp.trials.sweep): {len(LOADS)} loads, {', '.join(f'{x:g}' for x in LOADS)} of stock's "
-            f"predicted prefill load, every point at least {MIN_SPAN_S:g} s of arrivals; SLO levels from the "
-            f"pre-flight, {levels}.")
+            f"predicted prefill load, every point at least {MIN_SPAN_S:g} s and {SPAN_TTFT_SLOS:g} TTFT SLOs of "
+            f"arrivals; SLO levels from the pre-flight, {levels}.")
 
 
-def top_requests(n_requests: int, top_rate_rps: float) -> int:
+def min_span_s(levels: Mapping[str, Mapping[str, float]]) -> float:
+    """The shortest arrival span a point of a sweep with these SLO levels may have (seconds):
+    :data:`MIN_SPAN_S`, or :data:`SPAN_TTFT_SLOS` times the longest TTFT SLO where that is longer."""
+    return max(MIN_SPAN_S, SPAN_TTFT_SLOS * max(float(v["ttft_ms"]) for v in levels.values()) / 1e3)
+
+
+def resolution(ttft_slo_ms: float, span_s: float) -> float:
+    """The largest overload (a share of the sustainable rate) that a point spanning ``span_s`` of
+    arrivals can let pass under a TTFT SLO of ``ttft_slo_ms`` (:data:`SPAN_TTFT_SLOS`)."""
+    if not span_s > 0:
+        raise ValueError(f"a sweep point's span must be > 0 s; got {span_s!r}")
+    return ttft_slo_ms / 1e3 / span_s
+
+
+def top_requests(n_requests: int, top_rate_rps: float, span_s: float) -> int:
     """Requests of the top load's point: the config's ``n_requests``, or more where they would arrive
-    in less than :data:`MIN_SPAN_S` at ``top_rate_rps``."""
-    return max(n_requests, math.ceil(MIN_SPAN_S * top_rate_rps))
+    in less than ``span_s`` (:func:`min_span_s`) at ``top_rate_rps``."""
+    return max(n_requests, math.ceil(span_s * top_rate_rps))
 
 
 def requests_at_load(load: float, n_top: int) -> int:

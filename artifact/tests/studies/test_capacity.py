@@ -79,7 +79,8 @@ def _points(arm: str, caps: list[float], level: str = "tight") -> list[dict]:
             rows.append({"target": "t", "level": level, "arm": arm, "family": "x", "trial": trial,
                          "rate_rps": float(rate),
                          "itl_p99_ms": 10.0 * rate / cap, "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0,
-                         "ttft_slo_ms": 100.0, "bound_rps": 8.0, "source": "simulated (cost profile a100)"})
+                         "ttft_slo_ms": 100.0, "bound_rps": 8.0, "span_s": 4.0 if rate < 6 else 2.0,
+                         "source": "simulated (cost profile a100)"})
     return rows
 
 
@@ -92,6 +93,8 @@ def test_the_table_gives_each_arm_its_mean_interval_and_ratio_to_stock() -> None
     assert t.loc["dlfp", "capacity_rps"] == pytest.approx(4.0)
     assert t.loc["dlfp", "ci_low_rps"] < 4.0 < t.loc["dlfp", "ci_high_rps"]
     assert t.loc["dlfp", "vs_stock"] == pytest.approx(2.0) and t.loc["dlfp", "share_of_bound"] == pytest.approx(0.5)
+    # The shortest point spans 2 s: an overload of 100 ms / 2 s = 5% could pass its TTFT SLO.
+    assert t.loc["dlfp", "resolution"] == pytest.approx(0.05)
     # Every point passes: at least the top rate, with no interval and no ratio to an estimate it is not.
     assert t.loc["mbt-256", "censored"] == "above" and t.loc["mbt-256", "capacity_rps"] == 6.0
     assert math.isnan(t.loc["mbt-256", "ci_low_rps"])

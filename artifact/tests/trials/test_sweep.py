@@ -14,9 +14,12 @@ from dlfp.trials.prediction import Measured, Workload, predict, workload_facts
 from dlfp.trials.sweep import (
     LOADS,
     MIN_SPAN_S,
+    SPAN_TTFT_SLOS,
     capacity_bound,
+    min_span_s,
     rate_at_load,
     requests_at_load,
+    resolution,
     slo_levels,
     sweep_record,
     top_requests,
@@ -78,7 +81,7 @@ def test_a_capacity_design_sets_the_rate_slos_and_each_arms_slo_from_the_measure
     record = sweep_record(M, workload_facts(raw), 0.2, 0.58)
     assert {k: v for k, v in d.sweep.items() if k != "arms"} == record
     # The top load's 100 requests would arrive in under MIN_SPAN_S: the trial gets as many as span it.
-    n_top = top_requests(100, rate_at_load(M, workload_facts(raw), 0.2, LOADS[-1]))
+    n_top = top_requests(100, rate_at_load(M, workload_facts(raw), 0.2, LOADS[-1]), MIN_SPAN_S)
     assert n_top > 100 and d.overrides["workload"] == {"rate_rps": 100.0, "n_requests": n_top}
     assert d.overrides["slo"] == {"tpot_ms": 10.0, "ttft_ms": 63.0}
     arms = {a["name"]: a for a in d.overrides["arms"]}
@@ -114,9 +117,33 @@ def test_an_arm_replays_its_trials_requests_at_its_own_rate() -> None:
 
 
 def test_the_top_load_keeps_the_configs_requests_where_they_span_long_enough() -> None:
-    assert top_requests(160, 10.0) == 160  # 16 s of arrivals
-    assert top_requests(160, 100.0) == 400 == MIN_SPAN_S * 100  # 1.6 s: as many as span MIN_SPAN_S
+    assert top_requests(160, 10.0, MIN_SPAN_S) == 160  # 16 s of arrivals
+    assert top_requests(160, 100.0, MIN_SPAN_S) == 400 == MIN_SPAN_S * 100  # 1.6 s: as many as span 4 s
+    assert top_requests(160, 10.0, 20.0) == 200  # a longer span asked for: more requests
     assert requests_at_load(LOADS[-1], 160) == 160 and requests_at_load(LOADS[0], 160) >= 20
+
+
+def test_a_point_spans_ten_ttft_slos_of_the_longest_level_or_the_minimum() -> None:
+    assert min_span_s({"tight": {"ttft_ms": 63.0}, "relaxed": {"ttft_ms": 210.0}}) == MIN_SPAN_S  # 2.1 s < 4 s
+    assert min_span_s({"tight": {"ttft_ms": 471.0}, "relaxed": {"ttft_ms": 1570.0}}) == pytest.approx(15.7)
+    # Over 15.7 s, an overload of 10% adds 1.57 s of backlog: the relaxed SLO's worth; 3% at the tight one.
+    assert resolution(1570.0, 15.7) == pytest.approx(1 / SPAN_TTFT_SLOS)
+    assert resolution(471.0, 15.7) == pytest.approx(0.03)
+    with pytest.raises(ValueError, match="span"):
+        resolution(100.0, 0.0)
+
+
+def test_a_slow_targets_design_gives_its_top_point_ten_relaxed_ttft_slos_of_arrivals() -> None:
+    """The failure this guards against: on the modeled A100 with Qwen3-8B, 160 requests spanned 4.6 s
+    beside a relaxed TTFT SLO of 1.57 s, and every arm passed at 1.2 times stock's prefill load."""
+    slow = Measured(decode_s=0.02, prefill_fixed_s=0.001, prefill_per_token_s=1e-4, decoders=4, source="test")
+    raw = _raw(load=0.58)
+    d = derive(DesignSpec.parse(raw["design"]), slow, workload_facts(raw), raw)
+    relaxed_s = d.sweep["slos"]["relaxed"]["ttft_ms"] / 1e3
+    top = rate_at_load(slow, workload_facts(raw), 0.2, LOADS[-1])
+    assert d.overrides["workload"]["n_requests"] / top >= SPAN_TTFT_SLOS * relaxed_s > MIN_SPAN_S
+    assert all(resolution(d.sweep["slos"]["relaxed"]["ttft_ms"], a["n_requests"] / a["rate_rps"])
+               <= 1 / SPAN_TTFT_SLOS + 0.01 for a in d.sweep["arms"].values())
 
 
 def test_only_capacity_designs_take_a_load() -> None:
@@ -138,6 +165,7 @@ def test_the_design_sentence_follows_the_constants(monkeypatch) -> None:
     """The book prints it instead of typing the design into its prose: a changed constant changes it."""
     text = sweep.describe()
     assert f"{len(sweep.LOADS)} loads" in text and "tight: ITL 5 decode steps, TTFT 3 prefills" in text
+    assert "10 TTFT SLOs" in text
     monkeypatch.setattr(sweep, "LOADS", (0.5, 1.0))
     monkeypatch.setitem(sweep.ITL_STEPS, "relaxed", 20.0)
     assert "2 loads, 0.5, 1 of" in sweep.describe() and "relaxed: ITL 20 decode steps" in sweep.describe()
