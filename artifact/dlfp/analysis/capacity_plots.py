@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from dlfp.analysis.families import FAMILY_COLORS
 from dlfp.analysis.figures import plain_log_ticks
@@ -30,32 +32,52 @@ def family_best(points: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
     return points.merge(best, on=["target", "level", "family", "arm"])
 
 
+PER_ROW = 3
+"""Targets per row of panels: at 1280 px a row of three stays legible, and seven targets wrap."""
+
+
+def _grid(n: int, rows_per_target: int, width: float, height: float) -> tuple[plt.Figure, np.ndarray]:
+    """A figure of ``n`` targets, :data:`PER_ROW` to a row, each ``rows_per_target`` panels tall;
+    the axes as (target row x panel, column), unused ones hidden."""
+    cols = max(1, min(PER_ROW, n))
+    rows = -(-max(1, n) // cols)
+    fig, axes = plt.subplots(rows * rows_per_target, cols, figsize=(max(6.4, width * cols), height * rows),
+                             squeeze=False, layout="constrained")
+    for k in range(n, rows * cols):
+        for j in range(rows_per_target):
+            axes[(k // cols) * rows_per_target + j, k % cols].set_visible(False)
+    return fig, axes
+
+
 def sweep(points: pd.DataFrame, capacity: pd.DataFrame, level: str, title: str) -> plt.Figure:
-    """Per target (columns): P99 ITL (top) and goodput (bottom) against the arrival rate at one SLO
-    level, mean over trials, one line per family's best arm (named in the legend of its panel), the
-    level's ITL SLO dashed, the capacity bound dotted on the goodput panel."""
+    """Per target: P99 ITL (top) and goodput (bottom) against the arrival rate at one SLO level, mean
+    over trials, one line per family's best arm (named in the goodput panel's legend), the level's ITL
+    SLO dashed, the capacity bound dotted on the goodput panel."""
     sns.set_theme(style="whitegrid")
     pts = family_best(points[points.level == level], capacity[capacity.level == level])
     targets = list(dict.fromkeys(pts.target))
-    fig, axes = plt.subplots(2, max(1, len(targets)), figsize=(max(6.4, 3.6 * len(targets)), 6.4), squeeze=False,
-                             layout="constrained")
-    for col, target in enumerate(targets):
-        top, bottom = axes[0, col], axes[1, col]
+    fig, axes = _grid(len(targets), 2, 3.9, 6.0)
+    for k, target in enumerate(targets):
+        row, col = divmod(k, PER_ROW)
+        top, bottom = axes[2 * row, col], axes[2 * row + 1, col]
         t = pts[pts.target == target]
         for fam, g in t.groupby("family", sort=False):
             m = g.groupby("rate_rps")[["itl_p99_ms", "goodput_rps"]].mean()
-            label = f"{fam} ({g.arm.iloc[0]})"
-            top.plot(m.index, m.itl_p99_ms, marker="o", markersize=3, color=FAMILY_COLORS[fam], label=label)
-            bottom.plot(m.index, m.goodput_rps, marker="o", markersize=3, color=FAMILY_COLORS[fam], label=label)
-        top.axhline(t.itl_slo_ms.iloc[0], color="black", linestyle="--", linewidth=1, label="ITL SLO")
-        bottom.axhline(t.bound_rps.iloc[0], color="black", linestyle=":", linewidth=1, label="capacity bound")
+            top.plot(m.index, m.itl_p99_ms, marker="o", markersize=3, color=FAMILY_COLORS[fam])
+            bottom.plot(m.index, m.goodput_rps, marker="o", markersize=3, color=FAMILY_COLORS[fam],
+                        label=f"{fam}: {g.arm.iloc[0]}")
+        top.axhline(t.itl_slo_ms.iloc[0], color="black", linestyle="--", linewidth=1)
+        bottom.axhline(t.bound_rps.iloc[0], color="black", linestyle=":", linewidth=1)
         top.set_title(f"{target} ({source_kind(t.source.iloc[0])})", fontsize=9)
         top.set_yscale("log")
-        top.set_ylabel("P99 ITL, pooled gaps (ms, log)")
-        bottom.set_ylabel("goodput (req/s within SLOs)")
+        top.set_ylabel("P99 ITL (ms, log)")
+        bottom.set_ylabel("goodput (req/s)")
         bottom.set_xlabel("arrival rate (requests/s)")
         plain_log_ticks(top, axes="y")
-        top.legend(fontsize=6, loc="upper left")
+        bottom.legend(fontsize=6, loc="upper left")
+    fig.legend(handles=[Line2D([], [], color="black", linestyle="--", linewidth=1, label="ITL SLO"),
+                        Line2D([], [], color="black", linestyle=":", linewidth=1, label="capacity bound")],
+               loc="outside lower center", ncols=2, fontsize=8)
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -63,19 +85,18 @@ def sweep(points: pd.DataFrame, capacity: pd.DataFrame, level: str, title: str) 
 def bars(capacity: pd.DataFrame, title: str) -> plt.Figure:
     """Per target (panels): each arm's capacity at both levels (bars, mean over trials, 95% interval
     where every trial's capacity was interpolated; a censored one hatched), coloured by family, with
-    each level's capacity bound as a vertical line."""
+    each level's capacity bound as a vertical line; one legend for the figure says which is which."""
     sns.set_theme(style="whitegrid")
     targets = list(dict.fromkeys(capacity.target))
-    n = max(1, len(targets))
     arms_max = max((capacity[capacity.target == t].arm.nunique() for t in targets), default=1)
-    fig, axes = plt.subplots(1, n, figsize=(max(6.4, 4.0 * n), 0.32 * arms_max + 1.8), squeeze=False,
-                             layout="constrained")
-    for ax, target in zip(axes[0], targets, strict=False):
+    fig, axes = _grid(len(targets), 1, 4.2, 0.3 * arms_max + 1.4)
+    order = {f: i for i, f in enumerate(FAMILY_COLORS)}
+    for k, target in enumerate(targets):
+        ax = axes[k // PER_ROW, k % PER_ROW]
         t = capacity[capacity.target == target]
-        order = {f: i for i, f in enumerate(FAMILY_COLORS)}
         arms = sorted(dict.fromkeys(t.arm), key=lambda a: (order[t.loc[t.arm == a, "family"].iloc[0]], a))
         y = np.arange(len(arms))
-        for k, (level, shift) in enumerate((("tight", -0.2), ("relaxed", 0.2))):
+        for j, (level, shift) in enumerate((("tight", -0.2), ("relaxed", 0.2))):
             lv = t[t.level == level].set_index("arm").reindex(arms)
             for yi, (_, r) in zip(y, lv.iterrows(), strict=True):
                 if pd.isna(r.capacity_rps):
@@ -83,16 +104,25 @@ def bars(capacity: pd.DataFrame, title: str) -> plt.Figure:
                 # A capacity is never negative: an interval reaching below zero is drawn from zero.
                 err = None if pd.isna(r.ci_low_rps) else [[r.capacity_rps - max(0.0, r.ci_low_rps)],
                                                           [r.ci_high_rps - r.capacity_rps]]
-                ax.barh(yi + shift, r.capacity_rps, height=0.38, color=FAMILY_COLORS[r.family], alpha=1.0 - 0.45 * k,
+                ax.barh(yi + shift, r.capacity_rps, height=0.38, color=FAMILY_COLORS[r.family], alpha=1.0 - 0.45 * j,
                         hatch="//" if r.censored != "none" else None, xerr=err, capsize=2, edgecolor="white")
             bound = t[t.level == level].bound_rps
             if len(bound):
-                ax.axvline(bound.iloc[0], color="black", linestyle="--" if k == 0 else ":", linewidth=1,
-                           label=f"bound, {level}")
+                ax.axvline(bound.iloc[0], color="black", linestyle=BOUND_STYLES[level], linewidth=1)
         ax.set_yticks(y, arms, fontsize=7)
         ax.set_xlim(left=0)
-        ax.set_xlabel("capacity (requests/s)\ndark: tight SLOs, light: relaxed; hatched: censored")
+        ax.set_xlabel("capacity (requests/s)")
         ax.set_title(f"{target} ({source_kind(t.source.iloc[0])})", fontsize=9)
-        ax.legend(fontsize=6, loc="lower right")
+    grey = FAMILY_COLORS["stock"]
+    fig.legend(handles=[Patch(color=grey, label="tight SLOs (lower, dark bar)"),
+                        Patch(color=grey, alpha=0.55, label="relaxed SLOs (upper, light bar)"),
+                        Patch(facecolor="white", edgecolor=grey, hatch="//", label="censored at an end of the sweep"),
+                        *(Line2D([], [], color="black", linestyle=BOUND_STYLES[lv], linewidth=1, label=f"bound, {lv}")
+                          for lv in BOUND_STYLES)],
+               loc="outside lower center", ncols=5, fontsize=8)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+BOUND_STYLES = {"tight": "--", "relaxed": ":"}
+"""How each level's capacity bound is drawn on the capacity figure."""

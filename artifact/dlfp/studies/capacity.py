@@ -4,12 +4,12 @@ The study (:func:`dlfp.studies.plans.capacity`) writes one run folder per target
 whose arms are each arm of the study at each load (``<name>_<load>``); its design records every arm's
 load and rate, the two SLO levels and the capacity bound (:mod:`dlfp.trials.sweep`). From the traces:
 
-* per point, arm, trial and SLO level (:func:`point_rows`): its arrival span, pooled P99 ITL, P99 TTFT, SLO
-  attainment (the share of all requests with TTFT and TPOT within the level's SLOs, as ``vllm bench
-  serve``'s goodput test) and goodput, the rate of arriving requests that meet both (offered rate x
-  attainment: a run's duration includes the drain of its last requests, which a short point's count
-  would make dominate). An arm that holds an
-  SLO given to it (``<name>.<level>``) counts only at its own level; any other arm at both.
+* per point, arm, trial and SLO level (:func:`point_rows`): its arrival span and send lateness, pooled
+  P99 ITL, P99 TTFT, SLO attainment (the share of all requests with TTFT and TPOT within the level's
+  SLOs, as ``vllm bench serve``'s goodput test) and goodput, the rate of arriving requests that meet
+  both (offered rate x attainment: a run's duration includes the drain of its last requests, which a
+  short point's count would make dominate). An arm that holds an SLO given to it (``<name>.<level>``)
+  counts only at its own level; any other arm at both.
 * per target, level and arm (:func:`capacity_table`): the capacity of each trial is the highest rate
   whose P99 ITL and P99 TTFT both stay within the SLOs, interpolated between the last point that
   meets them and the first that does not (linearly, on the worse of the two P99s over its SLO);
@@ -42,7 +42,7 @@ import pandas as pd
 
 from dlfp.analysis import families, labels, metrics, runs
 from dlfp.analysis.families import family
-from dlfp.analysis.labels import source_line
+from dlfp.analysis.labels import LATE_SEND_MS, source_line
 from dlfp.analysis.runs import RunData, load_run
 from dlfp.analysis.stats import t_ci
 from dlfp.paths import sha256, write_json_atomic
@@ -77,6 +77,8 @@ def point_rows(run: RunData, target: str) -> pd.DataFrame:
     """One row per trial, finished unit and SLO level it is judged at (module docstring)."""
     sweep = run.manifest["design"]["sweep"]
     source = source_line(run)
+    late = {(u.get("trial"), u.get("arm")): (u.get("send_lateness_ms") or {}).get("p99", math.nan)
+            for u in run.manifest.get("units") or [] if isinstance(u, dict)}
     rows = []
     for k, arm in sorted(run.tables):
         base, held = split_arm(arm)
@@ -93,6 +95,7 @@ def point_rows(run: RunData, target: str) -> pd.DataFrame:
                 "itl_p99_ms": summary["itl_p99_ms"], "ttft_p99_ms": summary["ttft_p99_ms"],
                 "itl_slo_ms": slo["itl_ms"], "ttft_slo_ms": slo["ttft_ms"], "attainment": attained,
                 "goodput_rps": attained * point["rate_rps"], "span_s": point["n_requests"] / point["rate_rps"],
+                "send_late_p99_ms": float(late.get((k, arm), math.nan)),
                 "bound_rps": sweep["bound_rps"][level], "source": source,
             })
     return pd.DataFrame(rows)
@@ -123,10 +126,9 @@ def trial_capacity(rates: Iterable[float], margins: Iterable[float]) -> tuple[fl
     return pts[-1][0], "above", pts[-1][0], math.inf
 
 
-def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
-    """One row per target, level and arm: capacity, interval, brackets, SLOs, bound (module docstring).
-
-    A trial counts only where every point of its target's sweep is present for the arm."""
+def trial_capacities(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per target, level, arm and trial: :func:`trial_capacity` of the trial's sweep (a trial
+    counts only where every point of its target's sweep is present for the arm)."""
     per_trial = []
     n_points = points.groupby("target")["rate_rps"].nunique()
     for (target, level, arm, trial), g in points.groupby(["target", "level", "arm", "trial"], sort=False):
@@ -136,11 +138,18 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
         cap, censored, lo, hi = trial_capacity(g["rate_rps"].tolist(), m)
         per_trial.append({"target": target, "level": level, "arm": arm, "trial": trial, "capacity_rps": cap,
                           "censored": censored, "bracket_low_rps": lo, "bracket_high_rps": hi})
-    if not per_trial:
+    return pd.DataFrame(per_trial, columns=["target", "level", "arm", "trial", "capacity_rps", "censored",
+                                            "bracket_low_rps", "bracket_high_rps"])
+
+
+def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per target, level and arm: capacity, interval, brackets, SLOs, bound (module docstring)."""
+    trials = trial_capacities(points)
+    if trials.empty:
         return pd.DataFrame(columns=COLUMNS)
-    trials = pd.DataFrame(per_trial)
     stock = trials[trials.arm == REFERENCE].set_index(["target", "level", "trial"])["capacity_rps"]
     families = points.groupby(["target", "level", "arm"])["family"].first()
+    late = points.assign(late=points["send_late_p99_ms"] > LATE_SEND_MS).groupby(["target", "level", "arm"])["late"]
     facts = points.groupby(["target", "level"]).agg(
         itl_slo_ms=("itl_slo_ms", "first"), ttft_slo_ms=("ttft_slo_ms", "first"),
         bound_rps=("bound_rps", "first"), source=("source", "first"),
@@ -163,19 +172,21 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
             "vs_stock": float(np.mean(ratios)) if len(ratios) == len(g) else math.nan,
             "share_of_bound": value / f["bound_rps"] if f["bound_rps"] > 0 else math.nan,
             "resolution": sweep_design.resolution(f["ttft_slo_ms"], f["span_s"]),
+            "late_points": int(late.sum()[(target, level, arm)]), "n_points": int(late.size()[(target, level, arm)]),
             **{c: f[c] for c in ("itl_slo_ms", "ttft_slo_ms", "bound_rps", "min_rate_rps", "max_rate_rps", "source")},
         })
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 COLUMNS = ["target", "level", "arm", "family", "capacity_rps", "ci_low_rps", "ci_high_rps", "n_trials", "censored",
-           "bracket_low_rps", "bracket_high_rps", "vs_stock", "share_of_bound", "resolution", "itl_slo_ms",
-           "ttft_slo_ms", "bound_rps", "min_rate_rps", "max_rate_rps", "source"]
+           "bracket_low_rps", "bracket_high_rps", "vs_stock", "share_of_bound", "resolution", "late_points",
+           "n_points", "itl_slo_ms", "ttft_slo_ms", "bound_rps", "min_rate_rps", "max_rate_rps", "source"]
 """``capacity.parquet``'s columns; ``censored`` is none (interpolated), above (at least the top rate),
 below (under the lowest) or mixed across trials; a censored row has no interval (its mean is a
 bound, not an estimate). ``resolution`` is the largest overload the sweep's shortest point could let
 pass under the level's TTFT SLO (:func:`dlfp.trials.sweep.resolution`): a capacity may overstate the
-sustainable rate by up to that share."""
+sustainable rate by up to that share. ``late_points`` of the arm's ``n_points`` (all trials) had their
+requests sent later than :data:`~dlfp.analysis.labels.LATE_SEND_MS` (p99): a disturbed arrival process."""
 
 
 def _censored(values: pd.Series) -> str:
@@ -267,23 +278,6 @@ def write_tables(root: Path) -> list[Path]:
     return paths
 
 
-def summary_lines(table: pd.DataFrame) -> list[str]:
-    """Per target and level: stock's capacity and each arm's, for the closing lines of a run."""
-    out: list[str] = []
-    for (target, level), g in table.groupby(["target", "level"], sort=False):
-        cells = ", ".join(f"{r.arm} {_fmt(r)}" for r in g.itertuples())
-        out.append(f"{target} ({level}: ITL {g.itl_slo_ms.iloc[0]:g} ms, TTFT {g.ttft_slo_ms.iloc[0]:g} ms): {cells}")
-    return out
-
-
-def _fmt(row: Any) -> str:
-    if row.censored == "above":
-        return f">= {row.capacity_rps:.3g} req/s"
-    if row.censored == "below":
-        return f"< {row.bracket_high_rps:.3g} req/s"
-    return f"{row.capacity_rps:.3g} req/s"
-
-
 FIXED_BUDGET = "mbt-"
 """The fixed-budget arms' name prefix (``mbt-<max_num_batched_tokens>``)."""
 DEFAULTS = "dlfp"
@@ -309,24 +303,44 @@ def _shares(table: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def which_setting(table: pd.DataFrame) -> pd.DataFrame:
-    """Per target and SLO level: the arm with the highest capacity, and how DLFP's defaults and the
-    best single fixed budget across all targets (:func:`best_single_budget`) compare with it.
+def which_setting(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
+    """Per target and SLO level: the arm with the highest capacity, the arms the trials cannot tell
+    from it (:func:`indistinguishable`), and how DLFP's defaults and the best single fixed budget across
+    all targets (:func:`best_single_budget`) compare with it.
 
     A best arm whose capacity is censored above (every point met the SLOs) is "at least" the top
     rate and may tie others there: they are listed together. Columns: target, level, best (the
-    arms), best_rps, censored, defaults_share, budget, budget_share (capacity / best's)."""
+    arms), best_rps, censored, tied (arms within noise of the best), defaults_share, budget,
+    budget_share (capacity / best's)."""
     shares = _shares(table)
     budget = best_single_budget(table)
     rows = []
     for (target, level), g in shares.groupby(["target", "level"], sort=False):
         top = g[g["share"] == 1.0] if g["share"].notna().any() else g.iloc[0:0]
         lookup = g.set_index("arm")["share"]
+        own = trials[(trials.target == target) & (trials.level == level)]
+        tied = indistinguishable(own, str(top["arm"].iloc[0])) if len(top) == 1 else []
         rows.append({
             "target": target, "level": level, "best": ", ".join(sorted(top["arm"])) or "none meets the SLOs",
             "best_rps": float(top["capacity_rps"].max()) if len(top) else 0.0,
             "censored": "above" if len(top) and top["censored"].eq("above").any() else "none",
+            "tied": ", ".join(tied),
             "defaults_share": float(lookup.get(DEFAULTS, math.nan)),
             "budget": budget, "budget_share": float(lookup.get(budget, math.nan)) if budget else math.nan,
         })
     return pd.DataFrame(rows)
+
+
+def indistinguishable(trials: pd.DataFrame, best: str) -> list[str]:
+    """The arms of one target and level (:func:`trial_capacities`) whose capacity the trials cannot
+    tell from ``best``'s: the paired 95% t interval of ``best`` minus the arm, trial by trial (paired by
+    seed), reaches zero. A censored trial counts at its bound (the top rate, or 0), so an arm every
+    trial of which met the SLOs at the top rate ties a best that did too. With three trials the
+    interval is wide: naming one arm best is a point estimate, and this says how far it is one."""
+    cap = trials.pivot_table(index="trial", columns="arm", values="capacity_rps")
+    out = []
+    for arm in sorted(c for c in cap.columns if c != best):
+        d = (cap[best] - cap[arm]).dropna().to_numpy(dtype=float)
+        if len(d) >= 2 and (np.all(d == 0) or t_ci(d)[1] <= 0):
+            out.append(arm)
+    return out

@@ -19,7 +19,7 @@ def _points() -> pd.DataFrame:
                     rows.append({"target": "a100-qwen3-0.6b", "level": level, "arm": arm, "family": fam,
                                  "trial": trial, "rate_rps": rate, "itl_p99_ms": 10.0 * rate / (cap + trial),
                                  "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0, "ttft_slo_ms": 100.0, "bound_rps": 9.0,
-                                 "span_s": 4.0, "goodput_rps": min(rate, cap),
+                                 "span_s": 4.0, "send_late_p99_ms": 1.0, "goodput_rps": min(rate, cap),
                                  "source": "simulated (cost profile a100)"})
     return pd.DataFrame(rows)
 
@@ -34,11 +34,25 @@ def test_the_figures_draw_one_line_per_family_with_the_slo_and_the_bound() -> No
     points = _points()
     table = capacity_table(points)
     fig = sweep(points, table, "tight", "capacity sweep (simulated)")
-    top = fig.axes[0]
-    labels = top.get_legend_handles_labels()[1]
-    assert labels == ["stock (stock)", "fixed budget (mbt-256)", "DLFP law (dlfp)", "SLO controller (dlfp-slo)",
-                      "ITL SLO"]
+    top, bottom = fig.axes[0], fig.axes[1]
+    assert bottom.get_legend_handles_labels()[1] == ["stock: stock", "fixed budget: mbt-256", "DLFP law: dlfp",
+                                                     "SLO controller: dlfp-slo"]
     assert [t.get_text() for t in top.get_yticklabels() if t.get_text()]  # plain labels on the log axis
-    assert [line.get_linestyle() for line in fig.axes[1].lines if line.get_label() == "capacity bound"] == [":"]
+    # Four families' lines, then the level's ITL SLO (dashed, top) and the capacity bound (dotted, bottom).
+    assert [line.get_linestyle() for line in top.lines] == ["-"] * 4 + ["--"]
+    assert [line.get_linestyle() for line in bottom.lines] == ["-"] * 4 + [":"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ITL SLO", "capacity bound"]
     fig2 = bars(table, "capacity per arm (simulated)")  # arms by family (stock first, at the bottom), then name
     assert [t.get_text() for t in fig2.axes[0].get_yticklabels()] == ["stock", "mbt-256", "mbt-512", "dlfp", "dlfp-slo"]
+    assert not fig2.axes[0].get_legend() and len(fig2.legends) == 1  # one legend for the figure, not per panel
+
+
+def test_seven_targets_wrap_into_rows_of_three() -> None:
+    points = pd.concat([_points().assign(target=f"t{k}") for k in range(7)], ignore_index=True)
+    table = capacity_table(points)
+    fig = sweep(points, table, "tight", "seven targets")
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(fig.axes) == 3 * 3 * 2 and len(shown) == 7 * 2  # three rows of targets, two panels each
+    assert [ax.get_title() for ax in shown[:3]] == [f"t{k} (simulated)" for k in range(3)]
+    fig2 = bars(table, "seven targets")
+    assert len([ax for ax in fig2.axes if ax.get_visible()]) == 7 and len(fig2.axes) == 9

@@ -80,6 +80,7 @@ def _points(arm: str, caps: list[float], level: str = "tight") -> list[dict]:
                          "rate_rps": float(rate),
                          "itl_p99_ms": 10.0 * rate / cap, "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0,
                          "ttft_slo_ms": 100.0, "bound_rps": 8.0, "span_s": 4.0 if rate < 6 else 2.0,
+                         "send_late_p99_ms": 50.0 if rate == 6 and trial == 0 else 1.0,
                          "source": "simulated (cost profile a100)"})
     return rows
 
@@ -95,6 +96,8 @@ def test_the_table_gives_each_arm_its_mean_interval_and_ratio_to_stock() -> None
     assert t.loc["dlfp", "vs_stock"] == pytest.approx(2.0) and t.loc["dlfp", "share_of_bound"] == pytest.approx(0.5)
     # The shortest point spans 2 s: an overload of 100 ms / 2 s = 5% could pass its TTFT SLO.
     assert t.loc["dlfp", "resolution"] == pytest.approx(0.05)
+    # Trial 0's top point went out 50 ms late (p99): one of the arm's 18 points.
+    assert (t.loc["dlfp", "late_points"], t.loc["dlfp", "n_points"]) == (1, 18)
     # Every point passes: at least the top rate, with no interval and no ratio to an estimate it is not.
     assert t.loc["mbt-256", "censored"] == "above" and t.loc["mbt-256", "capacity_rps"] == 6.0
     assert math.isnan(t.loc["mbt-256", "ci_low_rps"])
@@ -112,6 +115,28 @@ def _table(rows: list[tuple[str, str, str, float, str]]) -> pd.DataFrame:
                          for t, lv, a, c, cen in rows])
 
 
+def _trials(table: pd.DataFrame, spread: float = 0.0) -> pd.DataFrame:
+    """Three trials per table row, at its capacity -spread, 0, +spread."""
+    return pd.DataFrame([{**r, "trial": k, "capacity_rps": r["capacity_rps"] + (k - 1) * spread}
+                         for r in table.to_dict("records") for k in range(3)])
+
+
+def test_arms_the_trials_cannot_tell_from_the_best_are_named() -> None:
+    from dlfp.studies.capacity import indistinguishable, trial_capacities
+
+    # Paired by trial: mbt-512 is 1 req/s under mbt-256 in every trial (told apart however close);
+    # dlfp's difference swings sign across trials (a tie); stock is far under.
+    trials = pd.DataFrame([{"trial": k, "arm": arm, "capacity_rps": c} for arm, caps in
+                           {"mbt-256": [4.0, 5.0, 6.0], "mbt-512": [3.0, 4.0, 5.0], "dlfp": [5.0, 3.0, 6.5],
+                            "stock": [1.0, 1.2, 0.9]}.items() for k, c in enumerate(caps)])
+    assert indistinguishable(trials, "mbt-256") == ["dlfp"]
+    assert indistinguishable(trials[trials.trial == 0], "mbt-256") == []  # one trial: no interval, no claim
+    # The per-trial capacities are those the table averages.
+    points = pd.DataFrame(_points("stock", [2.0, 3.0]))
+    t = trial_capacities(points)
+    assert list(t.capacity_rps) == pytest.approx([2.0, 3.0]) and set(t.censored) == {"none"}
+
+
 def test_which_setting_names_the_best_arm_and_how_far_the_defaults_and_one_budget_are() -> None:
     from dlfp.studies.capacity import best_single_budget, which_setting
 
@@ -123,10 +148,16 @@ def test_which_setting_names_the_best_arm_and_how_far_the_defaults_and_one_budge
     ])
     # Shares of each target's best: mbt-256 1.0 and 0.2 (mean 0.6), mbt-512 0.75 and 0.8 (mean 0.775).
     assert best_single_budget(table) == "mbt-512"
-    w = which_setting(table).set_index("target")
+    w = which_setting(table, _trials(table)).set_index("target")
     assert w.loc["a", "best"] == "mbt-256" and w.loc["a", "best_rps"] == 4.0
     assert w.loc["a", "defaults_share"] == pytest.approx(0.5) and w.loc["a", "budget_share"] == pytest.approx(0.75)
     assert w.loc["b", "best"] == "dlfp" and w.loc["b", "defaults_share"] == 1.0
+    assert w.loc["a", "tied"] == "" and w.loc["b", "tied"] == ""  # identical trials: every gap is real
+    wide = which_setting(table, _trials(table, spread=2.0)).set_index("target")
+    assert wide.loc["a", "tied"] == ""  # a constant paired gap is told apart however wide each arm's spread
+    noisy = _trials(table, spread=2.0)
+    noisy.loc[(noisy.arm == "mbt-512") & (noisy.trial == 0), "capacity_rps"] = 9.0
+    assert which_setting(table, noisy).set_index("target").loc["a", "tied"] == "mbt-512"
 
 
 def test_arms_tied_at_the_top_rate_are_named_together_and_nothing_meeting_the_slos_says_so() -> None:
@@ -135,7 +166,7 @@ def test_arms_tied_at_the_top_rate_are_named_together_and_nothing_meeting_the_sl
     table = _table([("a", "relaxed", "stock", 6.0, "above"), ("a", "relaxed", "mbt-256", 6.0, "above"),
                     ("a", "relaxed", "dlfp", 3.0, "none"),
                     ("b", "tight", "stock", 0.0, "below"), ("b", "tight", "dlfp", 0.0, "below")])
-    w = which_setting(table).set_index("target")
+    w = which_setting(table, _trials(table)).set_index("target")
     assert w.loc["a", "best"] == "mbt-256, stock" and w.loc["a", "censored"] == "above"
     assert w.loc["b", "best"] == "none meets the SLOs" and w.loc["b", "best_rps"] == 0.0
 

@@ -1,0 +1,96 @@
+"""The capacity study's tables as a reader reads them, from ``capacity.parquet``
+(:func:`dlfp.studies.capacity.capacity_table`).
+
+A list of every arm's capacity on every target is a grid, not a sentence: per SLO level one row per
+arm (in family order, the order of every figure) and one column per target, each cell a capacity;
+and beside it, per target and level, what the capacity is measured against (the SLOs, the rates
+swept, the bound, the overload a point could let pass), so the numbers of the grid need no prose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dlfp.analysis.families import FAMILY_COLORS
+from dlfp.analysis.labels import LATE_SEND_MS, source_kind
+
+
+def cell(row: Any) -> str:
+    """One capacity as a reader needs it: the estimate with its interval, or the bound a censored
+    sweep gives (at least the top rate; below the lowest)."""
+    if row.censored == "above":
+        return f"≥ {row.capacity_rps:.3g}"
+    if row.censored == "below":
+        return f"< {row.bracket_high_rps:.3g}"
+    if row.censored == "mixed":
+        return f"{row.capacity_rps:.3g} (some trials censored)"
+    if pd.isna(row.ci_low_rps):
+        return f"{row.capacity_rps:.3g}"
+    return f"{row.capacity_rps:.3g} ({max(0.0, row.ci_low_rps):.3g}-{row.ci_high_rps:.3g})"
+
+
+def column(target: str, table: pd.DataFrame) -> str:
+    """A target's column header: its name and where its numbers come from (measured or simulated)."""
+    return f"{target} ({source_kind(table.loc[table.target == target, 'source'].iloc[0])})"
+
+
+def by_target(table: pd.DataFrame, level: str) -> pd.DataFrame:
+    """Capacity (requests/s, mean and 95% interval over trials) at one SLO level: one row per arm,
+    in family order, one column per target; an arm a target did not run is blank."""
+    t = table[table.level == level]
+    order = {f: i for i, f in enumerate(FAMILY_COLORS)}
+    arms = sorted(dict.fromkeys(t.arm), key=lambda a: (order[t.loc[t.arm == a, "family"].iloc[0]], a))
+    grid = pd.DataFrame(index=pd.Index(arms, name="arm"))
+    for target, g in t.groupby("target", sort=False):
+        grid[column(str(target), table)] = g.set_index("arm").apply(cell, axis=1)
+    return grid.fillna("")
+
+
+def design(table: pd.DataFrame) -> pd.DataFrame:
+    """Per target and SLO level, what its capacities are measured against, and how many of its points
+    had their arrival process disturbed (requests sent late: another process on the machine, or a client
+    that cannot keep up with the rate)."""
+    facts = table.groupby(["target", "level"], sort=False).first().reset_index()
+    points = table.groupby(["target", "level"], sort=False)[["late_points", "n_points"]].sum().to_numpy()
+    return pd.DataFrame({
+        "target": [column(t, table) for t in facts.target], "SLO level": facts.level,
+        "ITL SLO (ms)": facts.itl_slo_ms.map("{:.3g}".format),
+        "TTFT SLO (ms)": facts.ttft_slo_ms.map("{:.3g}".format),
+        "rates swept (req/s)": [f"{lo:.3g}-{hi:.3g}" for lo, hi in zip(facts.min_rate_rps, facts.max_rate_rps,
+                                                                        strict=True)],
+        "bound (req/s)": facts.bound_rps.map("{:.3g}".format),
+        "overload that can pass (%)": (100 * facts.resolution).map("{:.2g}".format),
+        f"points sent late (p99 > {LATE_SEND_MS:g} ms)": [f"{late} of {n}" for late, n in points],
+    })
+
+
+def findings(which: pd.DataFrame) -> str:
+    """What the *which setting* table (:func:`dlfp.studies.capacity.which_setting`) found, per SLO
+    level in one sentence: which arms had the highest capacity on how many targets, how many arms the
+    trials could not tell from it, and the range of DLFP's defaults' and the best single budget's share
+    of it (the grid and the table carry the rest)."""
+    out = []
+    for level, g in which.groupby("level", sort=False):
+        met = g[g.best_rps > 0]
+        if met.empty:
+            out.append(f"At the {level} SLOs no arm met them on any target.")
+            continue
+        counts = met.best.value_counts()
+        best = ", ".join(f"{arm} on {n} of {len(g)} targets" for arm, n in counts.items())
+        tied = met.tied.map(lambda s: len(s.split(", ")) if s else 0)
+        budget = f"the best single budget ({g.budget.iloc[0]})"
+        shares = [_span(met[c], name) for c, name in (("defaults_share", "DLFP's defaults"), ("budget_share", budget))]
+        out.append(f"At the {level} SLOs the highest capacity came from {best}, with {tied.min()} to {tied.max()} "
+                   f"other arms within the trials' noise of it; {' and '.join(s for s in shares if s)} of it.")
+    return " ".join(out)
+
+
+def _span(shares: pd.Series, name: str) -> str:
+    """``name reached a-b%`` over the finite shares ('' where there are none)."""
+    s = shares.dropna()
+    if s.empty:
+        return ""
+    lo, hi = 100 * s.min(), 100 * s.max()
+    return f"{name} reached {lo:.0f}%" if round(lo) == round(hi) else f"{name} reached {lo:.0f}-{hi:.0f}%"
