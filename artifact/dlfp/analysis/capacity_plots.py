@@ -101,6 +101,10 @@ def bars(capacity: pd.DataFrame, title: str) -> plt.Figure:
             for yi, (_, r) in zip(y, lv.iterrows(), strict=True):
                 if pd.isna(r.capacity_rps):
                     continue
+                if r.censored == "below":  # no bar to draw: say so where it would start
+                    ax.text(0, yi + shift, f" < {r.bracket_high_rps:.3g} (fails at the lowest rate)", fontsize=5,
+                            va="center", color=FAMILY_COLORS[r.family])
+                    continue
                 # A capacity is never negative: an interval reaching below zero is drawn from zero.
                 err = None if pd.isna(r.ci_low_rps) else [[r.capacity_rps - max(0.0, r.ci_low_rps)],
                                                           [r.ci_high_rps - r.capacity_rps]]

@@ -45,6 +45,9 @@ def test_the_figures_draw_one_line_per_family_with_the_slo_and_the_bound() -> No
     fig2 = bars(table, "capacity per arm (simulated)")  # arms by family (stock first, at the bottom), then name
     assert [t.get_text() for t in fig2.axes[0].get_yticklabels()] == ["stock", "mbt-256", "mbt-512", "dlfp", "dlfp-slo"]
     assert not fig2.axes[0].get_legend() and len(fig2.legends) == 1  # one legend for the figure, not per panel
+    below = table.assign(censored="below", bracket_high_rps=1.0)
+    texts = [t.get_text() for t in bars(below, "nothing meets the SLOs").axes[0].texts]
+    assert texts and all(t == " < 1 (fails at the lowest rate)" for t in texts)  # said, not left blank
 
 
 def test_seven_targets_wrap_into_rows_of_three() -> None:

@@ -1,0 +1,99 @@
+"""The SLO controller's capacity goal, judged from the capacity study (trials paired by seed).
+
+The goal set for ``dlfp-slo``: a capacity within 10% of the best fixed token budget *for that target*
+(an oracle tuned per target), and above the best single fixed budget across all targets
+(:func:`~dlfp.studies.capacity.best_single_budget`) on at least one target. Each is a verdict that can
+come out either way: per target and SLO level the ratio of ``dlfp-slo``'s capacity to the budget's,
+trial by trial, and its 95% t interval across trials decide it:
+
+* *within 10%* where the interval's low end is at least :data:`WITHIN`, *short* where its high end is
+  below it, *undecided* where the interval straddles it (three trials give wide intervals);
+* *above the single budget* where the interval of the ratio to it lies above 1, *below* where it
+  lies under 1, *undecided* otherwise.
+
+A censored trial counts at its bound (at least the top rate, or 0 below the lowest), as in
+:func:`~dlfp.studies.capacity.indistinguishable`; a trial whose budget capacity is 0 has no ratio.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dlfp.analysis.stats import t_ci
+from dlfp.studies.capacity import FIXED_BUDGET, best_single_budget
+
+ARM = "dlfp-slo"
+"""The controller judged."""
+WITHIN = 0.9
+"""The goal: a capacity at least this share of the per-target best fixed budget's."""
+
+
+def ratio(trials: pd.DataFrame, arm: str, other: str) -> tuple[float, float, float, int]:
+    """(mean, lo, hi, n) of ``arm``'s capacity over ``other``'s, paired by trial, for one target and
+    level (:func:`~dlfp.studies.capacity.trial_capacities`); NaNs where fewer than two trials pair."""
+    cap = trials.pivot_table(index="trial", columns="arm", values="capacity_rps")
+    if arm not in cap or other not in cap:
+        return math.nan, math.nan, math.nan, 0
+    pair = cap[[arm, other]].dropna()
+    r = (pair[arm] / pair[other])[pair[other] > 0].to_numpy(dtype=float)
+    if len(r) < 2:
+        return (float(r.mean()) if len(r) else math.nan), math.nan, math.nan, len(r)
+    mean, lo, hi = t_ci(r)
+    return mean, lo, hi, len(r)
+
+
+def verdict(lo: float, hi: float, threshold: float, above: str, below: str) -> str:
+    """``above`` where the interval lies at or over ``threshold``, ``below`` where it lies under it,
+    else undecided (also without an interval)."""
+    if math.isnan(lo) or math.isnan(hi):
+        return "undecided (no interval)"
+    if lo >= threshold:
+        return above
+    return below if hi < threshold else "undecided"
+
+
+def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
+    """Per target and SLO level where :data:`ARM` ran: the target's best fixed budget (highest mean
+    capacity), the ratio to it with its interval and verdict, and the same against the best single
+    budget across all targets."""
+    single = best_single_budget(table)
+    rows = []
+    for (target, level), g in table.groupby(["target", "level"], sort=False):
+        fixed = g[g.arm.str.startswith(FIXED_BUDGET)]
+        if ARM not in set(g.arm) or fixed.empty:
+            continue
+        best = str(fixed.sort_values("capacity_rps", ascending=False, kind="stable").arm.iloc[0])
+        own = trials[(trials.target == target) & (trials.level == level)]
+        m, lo, hi, n = ratio(own, ARM, best)
+        sm, slo, shi, _ = ratio(own, ARM, single) if single else (math.nan,) * 3 + (0,)
+        rows.append({
+            "target": target, "level": level, "best budget": best, "vs best budget": _cell(m, lo, hi),
+            "within 10%": verdict(lo, hi, WITHIN, "within", "short"),
+            "single budget": single, "vs single budget": _cell(sm, slo, shi),
+            "above single": verdict(slo, shi, 1.0, "above", "below"), "trials": n,
+        })
+    return pd.DataFrame(rows)
+
+
+def _cell(mean: float, lo: float, hi: float) -> str:
+    if math.isnan(mean):
+        return ""
+    return f"{mean:.2f}" if math.isnan(lo) else f"{mean:.2f} ({lo:.2f}-{hi:.2f})"
+
+
+def sentence(goal: pd.DataFrame) -> str:
+    """What the goal table says, counted (the table carries the values)."""
+    if goal.empty:
+        return f"No capacity run has {ARM} beside a fixed budget yet."
+    n = len(goal)
+    within = np.sum(goal["within 10%"] == "within")
+    short = np.sum(goal["within 10%"] == "short")
+    above = goal[goal["above single"] == "above"]
+    where = (", ".join(f"{t} ({lv})" for t, lv in zip(above.target, above.level, strict=True))
+             if len(above) else "no target and level")
+    return (f"Against each target's best fixed budget, {ARM} is within 10% on {within} and short of it on {short} "
+            f"of {n} target and SLO-level pairs (the rest undecided at the trials' 95% interval); above the best "
+            f"single budget ({goal['single budget'].iloc[0]}) on {where}.")

@@ -1,0 +1,54 @@
+"""The SLO controller's capacity goal (``dlfp.studies.capacity_goal``): paired ratios and verdicts that
+come out each way, from synthetic per-trial capacities."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dlfp.studies.capacity_goal import goal_table, ratio, sentence, verdict
+
+
+def _trials(caps: dict[str, list[float]], target: str = "t", level: str = "tight") -> list[dict]:
+    return [{"target": target, "level": level, "arm": arm, "trial": k, "capacity_rps": c, "censored": "none"}
+            for arm, values in caps.items() for k, c in enumerate(values)]
+
+
+def _table(trials: pd.DataFrame) -> pd.DataFrame:
+    return (trials.groupby(["target", "level", "arm"], sort=False)["capacity_rps"].mean().reset_index()
+            .assign(censored="none"))
+
+
+def test_the_ratio_pairs_trials_and_skips_a_zero_budget() -> None:
+    t = pd.DataFrame(_trials({"dlfp-slo": [9.0, 10.0, 11.0, 5.0], "mbt-512": [10.0, 10.0, 10.0, 0.0]}))
+    mean, lo, hi, n = ratio(t, "dlfp-slo", "mbt-512")
+    assert n == 3 and mean == pytest.approx(1.0) and lo < 1.0 < hi  # 0.9, 1.0, 1.1
+    assert math.isnan(ratio(t, "dlfp-slo", "absent")[0])
+
+
+@pytest.mark.parametrize(("lo", "hi", "expected"), [(0.92, 1.1, "within"), (0.5, 0.85, "short"),
+                                                     (0.8, 1.0, "undecided"), (math.nan, math.nan,
+                                                                               "undecided (no interval)")])
+def test_the_verdict_comes_out_either_way(lo: float, hi: float, expected: str) -> None:
+    assert verdict(lo, hi, 0.9, "within", "short") == expected
+
+
+def test_the_goal_table_judges_each_target_against_its_own_best_budget_and_the_single_one() -> None:
+    rows = (_trials({"dlfp-slo": [10.0, 10.2, 9.8], "mbt-256": [10.0, 10.0, 10.0], "mbt-512": [5.0, 5.1, 4.9]}, "a")
+            + _trials({"dlfp-slo": [5.0, 5.1, 4.9], "mbt-256": [4.0, 4.0, 4.1], "mbt-512": [10.0, 10.0, 10.0]}, "b")
+            + _trials({"mbt-256": [1.0, 1.0, 1.0], "mbt-512": [2.0, 2.0, 2.0]}, "c"))  # no dlfp-slo: no row
+    trials = pd.DataFrame(rows)
+    goal = goal_table(_table(trials), trials).set_index("target")
+    assert list(goal.index) == ["a", "b"]
+    assert goal.loc["a", "best budget"] == "mbt-256" and goal.loc["a", "within 10%"] == "within"
+    assert goal.loc["b", "best budget"] == "mbt-512" and goal.loc["b", "within 10%"] == "short"
+    # The single budget (highest mean share of each target's best, dlfp-slo included): mbt-256 1.0, 0.4
+    # and 0.5, mbt-512 0.5, 1.0 and 1.0: mbt-512. On a, dlfp-slo doubles it: above; on b it has half: below.
+    assert set(goal["single budget"]) == {"mbt-512"}
+    assert goal.loc["a", "above single"] == "above" and goal.loc["b", "above single"] == "below"
+    text = sentence(goal.reset_index())
+    assert "within 10% on 1 and short of it on 1 of 2" in text
+    assert "above the best single budget (mbt-512) on a (tight)" in text
+    assert "yet" in sentence(goal.iloc[0:0])
