@@ -19,6 +19,7 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from dlfp.analysis.capacity_tables import family_order
 from dlfp.analysis.families import FAMILY_COLORS
 from dlfp.analysis.figures import plain_log_ticks
 from dlfp.analysis.labels import source_kind
@@ -90,11 +91,10 @@ def bars(capacity: pd.DataFrame, title: str) -> plt.Figure:
     targets = list(dict.fromkeys(capacity.target))
     arms_max = max((capacity[capacity.target == t].arm.nunique() for t in targets), default=1)
     fig, axes = _grid(len(targets), 1, 4.2, 0.3 * arms_max + 1.4)
-    order = {f: i for i, f in enumerate(FAMILY_COLORS)}
     for k, target in enumerate(targets):
         ax = axes[k // PER_ROW, k % PER_ROW]
         t = capacity[capacity.target == target]
-        arms = sorted(dict.fromkeys(t.arm), key=lambda a: (order[t.loc[t.arm == a, "family"].iloc[0]], a))
+        arms = family_order(t)
         y = np.arange(len(arms))
         for j, (level, shift) in enumerate((("tight", -0.2), ("relaxed", 0.2))):
             lv = t[t.level == level].set_index("arm").reindex(arms)

@@ -36,13 +36,19 @@ def column(target: str, table: pd.DataFrame) -> str:
     return f"{target} ({source_kind(table.loc[table.target == target, 'source'].iloc[0])})"
 
 
+def family_order(table: pd.DataFrame) -> list[str]:
+    """The arms of ``table`` (columns ``arm``, ``family``) in family order, the order of every figure
+    (:data:`~dlfp.analysis.families.FAMILY_COLORS`), then by name."""
+    order = {f: i for i, f in enumerate(FAMILY_COLORS)}
+    family = table.groupby("arm")["family"].first()
+    return sorted(family.index, key=lambda a: (order[family[a]], a))
+
+
 def by_target(table: pd.DataFrame, level: str) -> pd.DataFrame:
     """Capacity (requests/s, mean and 95% interval over trials) at one SLO level: one row per arm,
     in family order, one column per target; an arm a target did not run is blank."""
     t = table[table.level == level]
-    order = {f: i for i, f in enumerate(FAMILY_COLORS)}
-    arms = sorted(dict.fromkeys(t.arm), key=lambda a: (order[t.loc[t.arm == a, "family"].iloc[0]], a))
-    grid = pd.DataFrame(index=pd.Index(arms, name="arm"))
+    grid = pd.DataFrame(index=pd.Index(family_order(t), name="arm"))
     for target, g in t.groupby("target", sort=False):
         grid[column(str(target), table)] = g.set_index("arm").apply(cell, axis=1)
     return grid.fillna("")

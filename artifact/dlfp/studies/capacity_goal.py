@@ -22,6 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dlfp.analysis.capacity_tables import column
 from dlfp.analysis.stats import t_ci
 from dlfp.studies.capacity import FIXED_BUDGET, best_single_budget
 
@@ -56,9 +57,9 @@ def verdict(lo: float, hi: float, threshold: float, above: str, below: str) -> s
 
 
 def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
-    """Per target and SLO level where :data:`ARM` ran: the target's best fixed budget (highest mean
-    capacity), the ratio to it with its interval and verdict, and the same against the best single
-    budget across all targets."""
+    """Per target (named with where its numbers come from) and SLO level where :data:`ARM` ran: the
+    target's best fixed budget (highest mean capacity), the ratio to it with its interval and verdict,
+    and the same against the best single budget across all targets."""
     single = best_single_budget(table)
     rows = []
     for (target, level), g in table.groupby(["target", "level"], sort=False):
@@ -70,7 +71,8 @@ def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         m, lo, hi, n = ratio(own, ARM, best)
         sm, slo, shi, _ = ratio(own, ARM, single) if single else (math.nan,) * 3 + (0,)
         rows.append({
-            "target": target, "level": level, "best budget": best, "vs best budget": _cell(m, lo, hi),
+            "target": column(str(target), table), "level": level, "best budget": best,
+            "vs best budget": _cell(m, lo, hi),
             "within 10%": verdict(lo, hi, WITHIN, "within", "short"),
             "single budget": single, "vs single budget": _cell(sm, slo, shi),
             "above single": verdict(slo, shi, 1.0, "above", "below"), "trials": n,
