@@ -51,6 +51,7 @@ import yaml
 from dlfp.paths import CONFIGS
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TrialConfig, merge, parse_config
+from dlfp.trials.progress import arm_names
 
 CPU_BASE = CONFIGS / "cpu-default.yaml"
 SIM_BASE = CONFIGS / "sim-generalization.yaml"
@@ -284,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--only {unknown}: not in the {args.study} plan {[str(d) for d, _ in plan]}")
         plan = [(d, c) for d, c in plan if str(d) in args.only]
     for folder, cfg in plan:
-        print(f"{args.out / folder}: {cfg.name}, {len(cfg.seeds)} trials x {len(cfg.arms)} arms "
-              f"({', '.join(cfg.arm_names)})", file=sys.stderr)
+        arms = f"{len(cfg.arms)} arms ({', '.join(cfg.arm_names)})" if args.list else arm_names(cfg.arm_names)
+        print(f"{args.out / folder}: {cfg.name}, {len(cfg.seeds)} trials x {arms}", file=sys.stderr)
     if args.list:
         return 0
     from dlfp.trials.runner import run_trials

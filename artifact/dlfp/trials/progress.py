@@ -45,6 +45,8 @@ MIN_GAP_S = 5.0
 QUARTERS = 4
 TAIL_LINES = 20
 """Lines of the engines' log shown when a run fails."""
+ARMS_SHOWN = 6
+"""Arms a progress line names before it counts the rest (a capacity sweep has 161)."""
 
 
 def duration(seconds: float) -> str:
@@ -55,6 +57,14 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60:02d} s"
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def arm_names(arms: Sequence[str], most: int = ARMS_SHOWN) -> str:
+    """``arms stock, dlfp``, or ``161 arms stock, stock_0.3, ... and 155 more``: a start line that
+    stays one readable line however many arms a run has (``dlfp study --list`` prints them all)."""
+    if len(arms) <= most:
+        return f"arms {', '.join(arms)}"
+    return f"{len(arms)} arms {', '.join(arms[:most])} and {len(arms) - most} more"
 
 
 def arm_left_s(elapsed_s: float, span_s: float, replay_started_s: float | None = None,
@@ -193,7 +203,7 @@ class RunProgress:
         todo = sum(u.get("status") != "complete" for u in self.units)
         arms = list(dict.fromkeys(u["arm"] for u in self.units))
         trials = f"{self.trials} trial{'s' if self.trials != 1 else ''}"
-        self.line(f"{todo} of {len(self.units)} units to run ({trials} x arms {', '.join(arms)}); "
+        self.line(f"{todo} of {len(self.units)} units to run ({trials} x {arm_names(arms)}); "
                   f"engine output: {log}")
 
     def preflight(self, reference: str) -> None:

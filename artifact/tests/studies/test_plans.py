@@ -32,6 +32,22 @@ def test_only_names_an_unknown_entry() -> None:
         plans.main(["baselines", "--out", "/nonexistent", "--only", "gpu-qwen3-9b", "--list"])
 
 
+def test_list_names_every_arm(capsys: pytest.CaptureFixture[str]) -> None:
+    """The capacity study's 161 arms once made its start line a screenful; --list is where they all are."""
+    assert plans.main(["capacity", "--out", "/nonexistent", "--only", "a100-qwen3-0.6b", "--list"]) == 0
+    listed = capsys.readouterr().err
+    assert listed.count("stock_0.3") == 1 and "dlfp-slo.relaxed_1.2" in listed and "more" not in listed
+
+
+def test_a_run_names_a_few_arms(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from dlfp.trials import runner
+
+    monkeypatch.setattr(runner, "run_trials", lambda cfg, out, allow_dirty: {"status": "complete"})
+    assert plans.main(["baselines", "--out", "/nonexistent", "--only", "cpu-tiny"]) == 0
+    started = capsys.readouterr().err
+    assert f"{len(plans.BASELINE_ARMS)} arms stock, " in started and f"{len(plans.BASELINE_ARMS) - 6} more" in started
+
+
 def test_unknown_target_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown study target"):
         plans.target_config("tpu-qwen3-8b", {})

@@ -21,6 +21,7 @@ from dlfp.trials.progress import (
     QUARTERS,
     RunProgress,
     arm_left_s,
+    arm_names,
     due,
     duration,
     progress_sink,
@@ -36,6 +37,13 @@ from tests.trials.fakes import CONFIG, manifest
                                                (3720, "1 h 02 min"), (-5, "0 s")])
 def test_duration_is_as_precise_as_an_estimate_needs(seconds: float, text: str) -> None:
     assert duration(seconds) == text
+
+
+def test_a_start_line_names_a_few_arms_and_counts_the_rest() -> None:
+    assert arm_names(["stock", "dlfp"]) == "arms stock, dlfp"
+    sweep = [f"a{i}" for i in range(161)]
+    assert arm_names(sweep) == "161 arms a0, a1, a2, a3, a4, a5 and 155 more"
+    assert arm_names(sweep[:6]) == "arms a0, a1, a2, a3, a4, a5"
 
 
 def test_an_arm_has_its_arrival_span_left_once_its_engine_is_up() -> None:
