@@ -72,31 +72,32 @@ def design(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def findings(which: pd.DataFrame) -> str:
-    """What the *which setting* table (:func:`dlfp.studies.capacity.which_setting`) found, per SLO
-    level in one sentence: which arms had the highest capacity on how many targets, how many arms the
-    trials could not tell from it, and the range of DLFP's defaults' and the best single budget's share
-    of it (the grid and the table carry the rest)."""
-    out = []
+def findings(which: pd.DataFrame) -> pd.DataFrame:
+    """What the *which setting* table (:func:`dlfp.studies.capacity.which_setting`) found, one row per
+    SLO level: which arms had the highest capacity on how many targets, how many arms the trials could
+    not tell from it, and the range of DLFP's defaults' and the best single budget's share of it (the
+    grid and the which-setting table carry the per-target numbers). A table, not a sentence: the
+    sentence it replaced held ten numbers."""
+    rows = []
     for level, g in which.groupby("level", sort=False):
         met = g[g.best_rps > 0]
-        if met.empty:
-            out.append(f"At the {level} SLOs no arm met them on any target.")
-            continue
         counts = met.best.value_counts()
-        best = ", ".join(f"{arm} on {n} of {len(g)} targets" for arm, n in counts.items())
         tied = met.tied.map(lambda s: len(s.split(", ")) if s else 0)
-        budget = f"the best single budget ({g.budget.iloc[0]})"
-        shares = [_span(met[c], name) for c, name in (("defaults_share", "DLFP's defaults"), ("budget_share", budget))]
-        out.append(f"At the {level} SLOs the highest capacity came from {best}, with {tied.min()} to {tied.max()} "
-                   f"other arms within the trials' noise of it; {' and '.join(s for s in shares if s)} of it.")
-    return " ".join(out)
+        rows.append({
+            "SLO level": level,
+            "highest capacity (targets)": ", ".join(f"{arm} ({n} of {len(g)})" for arm, n in counts.items())
+            or f"no arm meets the SLOs (0 of {len(g)})",
+            "arms the trials cannot tell from it": _range(tied, "{:.0f}"),
+            "DLFP's defaults reach": _range(100 * met.defaults_share, "{:.0f}%"),
+            f"best single budget ({g.budget.iloc[0]}) reaches": _range(100 * met.budget_share, "{:.0f}%"),
+        })
+    return pd.DataFrame(rows)
 
 
-def _span(shares: pd.Series, name: str) -> str:
-    """``name reached a-b%`` over the finite shares ('' where there are none)."""
-    s = shares.dropna()
-    if s.empty:
+def _range(values: pd.Series, form: str) -> str:
+    """``lo-hi`` over the finite values, one value where they round alike, '' where there are none."""
+    v = values.dropna()
+    if v.empty:
         return ""
-    lo, hi = 100 * s.min(), 100 * s.max()
-    return f"{name} reached {lo:.0f}%" if round(lo) == round(hi) else f"{name} reached {lo:.0f}-{hi:.0f}%"
+    lo, hi = form.format(v.min()), form.format(v.max())
+    return lo if lo == hi else f"{lo.rstrip('%')}-{hi}"

@@ -38,7 +38,8 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
     "(d) rare stalls (0.5% design)": ("explanations", "rare-stalls-{target}", "dlfp"),
 }
 """Column label -> (study, run folder pattern, arm compared with stock)."""
-PATTERN_ROW = "pattern (0.6B works; 8B, 32B, TP=2 do not)"
+PATTERN = "pattern (0.6B works; 8B, 32B, TP=2 do not)"
+"""The column that says whether a variant shows the paper's pattern, and what breaks it where not."""
 
 
 def reproduces(cells: Mapping[str, Mapping[str, Any]]) -> str:
@@ -66,7 +67,8 @@ def reproduces(cells: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def table(load: Callable[[str, str], RunData | None]) -> pd.DataFrame:
-    """Rows: the four settings and the verdict; columns: the variants; cells: mean reduction and CI.
+    """Rows: the variants; columns: the four settings and :data:`PATTERN`; cells: mean reduction and
+    CI. One row per variant, so that the pattern's reasons read along a line rather than down a column.
 
     ``load(study, folder)`` returns a loaded run or None when it is not rendered.
     """
@@ -74,20 +76,21 @@ def table(load: Callable[[str, str], RunData | None]) -> pd.DataFrame:
     out: dict[str, dict[str, str]] = {}
     for label, (study, pattern, arm) in VARIANTS.items():
         cells: dict[str, dict[str, Any]] = {}
+        row = out.setdefault(label, {})
         for target in (WORKS, *FAILS):
             key = (study, pattern.format(target=target))
             if key not in cache:
                 run = load(*key)
                 cache[key] = None if run is None else (run, trial_rows(run))
             if cache[key] is None or arm not in cache[key][0].arms:
-                out.setdefault(target, {})[label] = "not rendered"
+                row[target] = "not rendered"
                 continue
             p = paired(cache[key][1], "itl_p99_ms", arm)
             cells[target] = p
             ci = f" [{p['t_lo']:.0f}, {p['t_hi']:.0f}]" if "t_lo" in p else ""
-            out.setdefault(target, {})[label] = f"{p['mean_pct']:.0f}%{ci}"
-        out.setdefault(PATTERN_ROW, {})[label] = reproduces(cells)
-    return pd.DataFrame(out).T.rename_axis("setting (simulated, modeled A100)")
+            row[target] = f"{p['mean_pct']:.0f}%{ci}"
+        row[PATTERN] = reproduces(cells)
+    return pd.DataFrame.from_dict(out, orient="index")
 
 
 def from_runs(baselines_root: Path, explanations_root: Path) -> pd.DataFrame:
@@ -105,16 +108,15 @@ def from_runs(baselines_root: Path, explanations_root: Path) -> pd.DataFrame:
     return table(load)
 
 
-def verdict(expl: pd.DataFrame, reasons: bool = True) -> str:
-    """The explanations table's last row in one sentence: which variants reproduce the paper's
-    pattern, which do not (and why, unless ``reasons`` is off: the first page names them only, the
-    table beside the chapter's sentence has the numbers), which cannot be tested yet."""
-    row = expl.loc[PATTERN_ROW]
+def verdict(expl: pd.DataFrame) -> str:
+    """The explanations table's :data:`PATTERN` column in one sentence: which variants reproduce the
+    paper's pattern, which do not, which cannot be tested yet. The reasons stay in the table, beside
+    the intervals they cite: a sentence that carried them held some twenty numbers."""
+    row = expl[PATTERN]
     groups: dict[str, list[str]] = {"reproduce the paper's pattern": [], "do not reproduce it": [],
                                      "not testable yet": []}
     for label, text in row.items():
         key = ("reproduce the paper's pattern" if text == "reproduces the pattern" else
                "not testable yet" if text.startswith("not testable") else "do not reproduce it")
-        why = reasons and key == "do not reproduce it"
-        groups[key].append(f"{label} ({text.removeprefix('does not: ')})" if why else label)
+        groups[key].append(label)
     return "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items() if v) + "."

@@ -59,8 +59,11 @@ def test_the_findings_say_which_arm_won_where_how_many_tie_and_how_far_the_defau
         {"target": "a", "level": "relaxed", "best": "none meets the SLOs", "best_rps": 0.0, "tied": "",
          "defaults_share": float("nan"), "budget": "mbt-512", "budget_share": float("nan")},
     ])
-    text = findings(which)
-    assert text.startswith("At the tight SLOs the highest capacity came from mbt-512 on 2 of 2 targets, with 0 to 2 "
-                           "other arms within the trials' noise of it; DLFP's defaults reached 50-90% and the best "
-                           "single budget (mbt-512) reached 100% of it.")
-    assert text.endswith("At the relaxed SLOs no arm met them on any target.")
+    table = findings(which)
+    assert table.to_dict("records") == [
+        {"SLO level": "tight", "highest capacity (targets)": "mbt-512 (2 of 2)",
+         "arms the trials cannot tell from it": "0-2", "DLFP's defaults reach": "50-90%",
+         "best single budget (mbt-512) reaches": "100%"},
+        {"SLO level": "relaxed", "highest capacity (targets)": "no arm meets the SLOs (0 of 1)",
+         "arms the trials cannot tell from it": "", "DLFP's defaults reach": "",
+         "best single budget (mbt-512) reaches": ""}]

@@ -126,22 +126,24 @@ def test_a_wrong_explanations_sentence_or_table_is_flagged(glues) -> None:
     cells, _ = vc.explanation_cells(table)
     failing = [v for v, c in cells.items() if vc.pattern_groups(c) == {"do not reproduce it"}]
     assert failing and "do not reproduce it: " in sentence
+    assert vc.check_explanations(table, sentence) == []
     # the variants that do not reproduce the pattern, said to reproduce it
     wrong = sentence.replace("do not reproduce it: ", "reproduce the paper's pattern: ")
     flagged = vc.check_explanations(table, wrong)
     assert all(any(f"variant {v!r} is listed under" in p for p in flagged) for v in failing), flagged
     # a reason's words that do not fit its interval ("not ruled out" said of a large, certain benefit: the old bug)
-    reasons = vc._parenthesised(sentence[sentence.index(failing[0]) + len(failing[0]):])
-    assert reasons is not None
+    row, column = table.index.index(failing[0]), next(c for c in table.columns if c.startswith("pattern"))
+    reasons = table.cells[row][table.columns.index(column)].removeprefix("does not: ")
     m = vc.REASON.fullmatch(reasons.split("; ")[-1])
     assert m is not None
     words = f"a benefit of up to {m['hi']}% not ruled out" if m["words"] == "a large benefit" else "a large benefit"
-    said = sentence.replace(m[0], f"{words} on {m['name']} (CI {m['lo']} to {m['hi']}%)", 1)
-    assert any("said of CI" in p for p in vc.check_explanations(table, said))
-    # the table's cell changed under an unchanged sentence
+    said = reasons.replace(m[0], f"{words} on {m['name']} (CI {m['lo']} to {m['hi']}%)", 1)
+    assert any("said of CI" in p for p in vc.check_explanations(_with(table, row, column, f"does not: {said}"),
+                                                                 sentence))
+    # the table's cell changed under an unchanged pattern column
     setting = next(t for t in vc.FAILS if (c := cells[failing[0]].get(t)) is not None and c[0].value > 20)
-    changed = _with(table, table.index.index(setting), failing[0], "4% [1, 7]")
-    assert any("but the table's CI" in p for p in vc.check_explanations(changed, sentence))
+    changed = _with(table, table.index.index(failing[0]), setting, "4% [1, 7]")
+    assert any("but the table's CI" in p or "fits the pattern" in p for p in vc.check_explanations(changed, sentence))
 
 
 def test_wrong_effect_words_are_flagged(glues) -> None:
@@ -239,29 +241,28 @@ EXPL = {"(x) works": ["50% [2, 98]", "2% [-3, 7]", "4% [-1, 9]", "0% [-5, 5]", "
 """A hand-made explanations table: (x) shows the pattern, (y) sits on both thresholds, (z) lacks a setting."""
 TIE_REASONS = ("no detectable benefit on 0.6B (CI 0 to 100%); "
                "a benefit of up to 10% not ruled out on qwen3-8b (CI 0 to 10%)")
+GROUPED = "reproduce the paper's pattern: (x) works; do not reproduce it: (y) tie; not testable yet: (z) missing."
 
 
 @pytest.mark.parametrize(("sentence", "tie_cell", "flagged"), [
     ("reproduce the paper's pattern: (x) works, (y) tie; not testable yet: (z) missing.", "reproduces the pattern",
      None),
-    (f"reproduce the paper's pattern: (x) works; do not reproduce it: (y) tie ({TIE_REASONS}); not testable yet: "
-     "(z) missing.", "does not: no detectable benefit on 0.6B (CI 0 t...", None),
-    ("reproduce the paper's pattern: (x) works; do not reproduce it: (y) tie (a large benefit on qwen3-8b (CI 0 "
-     "to 10%)); not testable yet: (z) missing.", "does not: a large benefit on qwen3-8b (CI 0 to 10%)", "said of CI"),
-    ("reproduce the paper's pattern: (x) works; do not reproduce it: (y) tie (a detectable benefit on qwen3-32b (CI "
-     "-1 to 9%)); not testable yet: (z) missing.", "does not: a...", "fits the pattern but is named"),
-    ("do not reproduce it: (x) works (a large benefit on qwen3-8b (CI -3 to 7%)), (y) tie (no detectable benefit on "
-     "0.6B (CI 0 to 100%)); not testable yet: (z) missing.", "does not: no detectable benefit on 0.6B (CI 0 t...",
+    (GROUPED, f"does not: {TIE_REASONS}", None),
+    (GROUPED, "does not: a large benefit on qwen3-8b (CI 0 to 10%)", "said of CI"),
+    (GROUPED, "does not: a detectable benefit on qwen3-32b (CI -1 to 9%)", "fits the pattern but is named"),
+    (GROUPED, "does not: a large benefit on qwen3-8b (CI 5 to 9%)", "but the table's CI"),
+    (GROUPED, "reproduces the pattern", "the pattern column says"),
+    ("do not reproduce it: (x) works, (y) tie; not testable yet: (z) missing.", f"does not: {TIE_REASONS}",
      "is listed under"),
     ("reproduce the paper's pattern: (x) works, (y) tie, (z) missing.", "reproduces the pattern", "is listed under"),
     ("reproduce the paper's pattern: (x) works; not testable yet: (y) tie, (z) missing.", "reproduces the pattern",
      "is listed under"),
 ])
 def test_explanations_sentences(sentence: str, tie_cell: str, flagged: str | None) -> None:
+    """The sentence groups the variants; the table's pattern column says why a variant does not reproduce it."""
     cells = {**EXPL, "(y) tie": [*EXPL["(y) tie"][:4], tie_cell]}
-    frame = pd.DataFrame(cells, index=pd.Index([vc.WORKS, *vc.FAILS, "pattern (0.6B works; 8B, 32B, TP=2 do not)"],
-                                               name="setting"))
-    table = vc.parse_tables(frame.to_html())[0]
+    frame = pd.DataFrame(cells, index=[vc.WORKS, *vc.FAILS, "pattern (0.6B works; 8B, 32B, TP=2 do not)"]).T
+    table = vc.parse_tables(frame.style.to_html())[0]  # a Styler, as the book glues it: no 50-character cut
     problems = vc.check_explanations(table, sentence)
     if flagged is None:
         assert problems == []

@@ -500,21 +500,24 @@ CELL = re.compile(r"(?P<mean>-?\d+)%(?: \[(?P<lo>-?\d+), (?P<hi>-?\d+)\])?")
 
 
 def explanation_cells(table: Table) -> tuple[dict[str, dict[str, tuple[Shown, Shown] | None]], list[str]]:
-    """Variant -> setting -> the rendered CI (None: not rendered, or one trial), and the cells' problems."""
-    settings = [i for i in table.index if not i.startswith("pattern")]
-    out: dict[str, dict[str, tuple[Shown, Shown] | None]] = {v: {} for v in table.columns}
+    """Variant (row) -> setting (column) -> the rendered CI (None: not rendered, or one trial), and the
+    cells' problems."""
+    settings = [c for c in table.columns if not c.startswith("pattern")]
+    out: dict[str, dict[str, tuple[Shown, Shown] | None]] = {v: {} for v in table.index}
     problems = [] if sorted(settings) == sorted((WORKS, *FAILS)) else [
         f"the explanations table's settings are {settings}, expected {[WORKS, *FAILS]}"]
-    for setting in settings:
-        for variant, text in table.row(setting).items():
+    for variant in table.index:
+        row = table.row(variant)
+        for setting in settings:
+            text = row[setting]
             m = CELL.fullmatch(text)
             if text == "not rendered" or (m and m["lo"] is None):
                 out[variant][setting] = None
             elif m is None:
-                problems.append(f"explanations cell ({setting}, {variant}) {text!r} is not 'mean% [lo, hi]'")
+                problems.append(f"explanations cell ({variant}, {setting}) {text!r} is not 'mean% [lo, hi]'")
             else:
                 mean, lo, hi = Shown.parse(m["mean"]), Shown.parse(m["lo"]), Shown.parse(m["hi"])
-                problems += _symmetric(f"explanations cell ({setting}, {variant})", mean, lo, hi)
+                problems += _symmetric(f"explanations cell ({variant}, {setting})", mean, lo, hi)
                 out[variant][setting] = (lo, hi)
     return out, problems
 
@@ -590,29 +593,19 @@ def check_reasons(where: str, reasons: str, cells: Cells) -> list[str]:
     return out
 
 
-def _parenthesised(text: str) -> str | None:
-    """The contents of the balanced parentheses that ``text`` starts with (after one space)."""
-    if not text.startswith(" ("):
-        return None
-    depth = 0
-    for i, ch in enumerate(text[1:], 1):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0:
-            return text[2:i]
-    return None
-
-
 def check_explanations(table: Table, sentence: str) -> list[str]:
-    """The explanations sentence puts each variant in the group its rendered column gives, with reasons
-    that fit the intervals (:func:`check_reasons`); the table's pattern row agrees with it."""
+    """The explanations sentence puts each variant in the group its rendered column gives, as the table's
+    pattern column does; the reasons in that column fit the intervals beside them (:func:`check_reasons`)."""
     cells, out = explanation_cells(table)
     headers = list(re.finditer(r"(?:^|; )(" + "|".join(map(re.escape, GROUPS)) + r"): ", sentence))
     if not headers:
         return [*out, f"explanations sentence {sentence!r} names none of the groups {GROUPS}"]
     spans = [(h[1], h.end(), headers[i + 1].start() if i + 1 < len(headers) else len(sentence))
              for i, h in enumerate(headers)]
-    pattern_row = next((i for i in table.index if i.startswith("pattern")), None)
-    for variant in table.columns:
+    pattern = next((c for c in table.columns if c.startswith("pattern")), None)
+    if pattern is None:
+        return [*out, "the explanations table has no pattern column (the reasons live there)"]
+    for variant in table.index:
         if sentence.count(variant) != 1:
             out.append(f"variant {variant!r} appears {sentence.count(variant)} times in the sentence, not once")
             continue
@@ -622,18 +615,13 @@ def check_explanations(table: Table, sentence: str) -> list[str]:
         if group not in allowed:
             out.append(f"variant {variant!r} is listed under {group!r}; its column gives "
                        f"{' or '.join(sorted(allowed))}")
-        cell = "" if pattern_row is None else table.row(pattern_row)[variant]
-        if group == GROUPS[1]:
-            reasons = _parenthesised(sentence[pos + len(variant):])
-            if reasons is None:
-                out.append(f"variant {variant!r} does not reproduce it, but no reasons follow it")
-                continue
-            out += check_reasons(f"variant {variant!r}", reasons, cells[variant])
-            agrees = f"does not: {reasons}".startswith(cell.removesuffix("..."))  # pandas cuts long cells
-        else:
-            agrees = cell == "reproduces the pattern" if group == GROUPS[0] else cell.startswith("not testable")
-        if pattern_row is not None and not agrees:
-            out.append(f"the pattern row says {cell!r} of {variant!r}; the sentence lists it under {group!r}")
+        cell = table.row(variant)[pattern]
+        if group == GROUPS[1] and cell.startswith("does not: "):
+            out += check_reasons(f"variant {variant!r}", cell.removeprefix("does not: "), cells[variant])
+        agrees = (cell == "reproduces the pattern" if group == GROUPS[0] else
+                  cell.startswith("does not: ") if group == GROUPS[1] else cell.startswith("not testable"))
+        if not agrees:
+            out.append(f"the pattern column says {cell!r} of {variant!r}; the sentence lists it under {group!r}")
     return out
 
 

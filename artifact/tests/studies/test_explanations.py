@@ -31,17 +31,15 @@ def test_a_certain_large_benefit_is_never_called_not_ruled_out() -> None:
 
 
 def test_verdict_groups_the_variants() -> None:
-    expl = pd.DataFrame({"(a) lag": {explanations.PATTERN_ROW: "reproduces the pattern"},
-                         "(b) abs": {explanations.PATTERN_ROW: "does not: 0.6B shows no benefit"},
-                         "(c) host": {explanations.PATTERN_ROW: "not testable (a setting is missing)"}})
-    assert explanations.verdict(expl) == ("reproduce the paper's pattern: (a) lag; do not reproduce it: (b) abs (0.6B "
-                                          "shows no benefit); not testable yet: (c) host.")
-    assert explanations.verdict(expl, reasons=False) == ("reproduce the paper's pattern: (a) lag; do not reproduce "
-                                                         "it: (b) abs; not testable yet: (c) host.")
+    expl = pd.DataFrame({explanations.PATTERN: {"(a) lag": "reproduces the pattern",
+                                                "(b) abs": "does not: 0.6B shows no benefit",
+                                                "(c) host": "not testable (a setting is missing)"}})
+    assert explanations.verdict(expl) == ("reproduce the paper's pattern: (a) lag; do not reproduce it: (b) abs; "
+                                          "not testable yet: (c) host.")  # the reasons stay in the table's row
 
 
 def test_explanations_from_runs_that_are_missing_says_not_testable(tmp_path) -> None:
     (tmp_path / "a100-qwen3-0.6b").mkdir()  # a folder without a manifest is a run that did not finish
     expl = explanations.from_runs(tmp_path, tmp_path / "absent")
-    assert (expl.drop(explanations.PATTERN_ROW) == "not rendered").all().all()
+    assert (expl.drop(columns=explanations.PATTERN) == "not rendered").all().all()
     assert explanations.verdict(expl).startswith("not testable yet: (a) paper's law")
