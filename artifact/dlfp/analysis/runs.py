@@ -15,6 +15,7 @@ so a CPU run edited into a GPU measurement is refused instead of printed as one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,12 +67,14 @@ class RunData:
 
 
 def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", "steps"),
-             allow_partial: bool = False) -> RunData:
+             allow_partial: bool = False, arms: Callable[[str], bool] | None = None) -> RunData:
     """Load every complete unit of a run folder, verified (module docstring).
 
     A missing, corrupt, edited, foreign or unfinished run is refused with a
     :class:`dlfp.trials.runfolder.RunFolderError` naming the file and how to recover;
-    ``allow_partial`` reads an interrupted run's finished arms (then :attr:`RunData.partial`).
+    ``allow_partial`` reads an interrupted run's finished arms (then :attr:`RunData.partial`);
+    ``arms`` reads only the units of the arms it accepts (every file is still verified): a capacity
+    run has 161 arms, and a question about one controller needs a handful.
     """
     path = Path(path)
     manifest = read_manifest(path)
@@ -87,6 +90,8 @@ def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", 
     workloads: dict[int, list[workload.Request]] = {}
     for unit in complete_units(manifest):
         k, arm = unit["trial"], unit["arm"]
+        if arms is not None and not arms(arm):
+            continue
         unit_dir = path / f"trial-{k}" / arm
         files = unit.get("files") or {}
         loaded[(k, arm)] = {t: read_trace(unit_dir / f"{t}.parquet", t, files.get(f"{t}.parquet")) for t in tables}

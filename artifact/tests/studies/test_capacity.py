@@ -174,14 +174,13 @@ def test_arms_tied_at_the_top_rate_are_named_together_and_nothing_meeting_the_sl
 COMMITTED = REPO_ROOT / "data" / "runs" / "study-capacity"
 
 
-@pytest.fixture
-def small_study(tmp_path: Path) -> Path:
-    """A real capacity run cut to trial 0's stock points (the rest pending), copied from the committed
-    0.6B target: a study whose points take a second to recompute."""
-    src = COMMITTED / "a100-qwen3-0.6b"
+def cut_committed(tmp_path: Path, arms: tuple[str, ...], target: str = "a100-qwen3-0.6b") -> Path:
+    """A study folder holding a real committed capacity run cut to trial 0's units of ``arms`` (the
+    rest pending): the real traces and manifest, small enough to read in a second."""
+    src = COMMITTED / target
     dst = tmp_path / "study" / src.name
     manifest = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
-    keep = [u for u in manifest["units"] if u["trial"] == 0 and u["arm"] in ("stock", "stock_0.3", "stock_0.45")]
+    keep = [u for u in manifest["units"] if u["trial"] == 0 and u["arm"] in arms]
     manifest["units"] = [u if u in keep else {k: u[k] for k in ("trial", "seed", "arm")} | {"status": "pending"}
                          for u in manifest["units"]]
     manifest["status"] = "partial"
@@ -193,6 +192,13 @@ def small_study(tmp_path: Path) -> Path:
         shutil.copytree(src / "trial-0" / u["arm"], dst / "trial-0" / u["arm"])
     (dst / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     return dst.parent
+
+
+@pytest.fixture
+def small_study(tmp_path: Path) -> Path:
+    """The committed 0.6B target cut to trial 0's stock points: a study whose points take a second to
+    recompute."""
+    return cut_committed(tmp_path, ("stock", "stock_0.3", "stock_0.45"))
 
 
 def test_stamped_points_are_read_back_and_any_change_under_them_recomputes(small_study: Path) -> None:
