@@ -5,7 +5,7 @@ designed stall shares. Each run gives a paired reduction of P99 ITL with a Stude
 plotted against the share of stock's inter-token gaps that were *measured* to be prefill stalls
 (not the share the design aimed at: the measured one is what the pooled P99 sees). This module
 classifies each point by its interval (:func:`dlfp.analysis.stats.effect_kind`) and states the
-boundary in words, so that the book's sentence follows the runs rather than an expectation. A
+boundary in words, so that the book's table follows the runs rather than an expectation. A
 boundary is named only where the sweep splits cleanly: every point below it without a detectable
 gain, every point from it on with one, and the count on each side said; a sweep whose gains and
 non-gains interleave establishes no boundary, however suggestive one pair of neighbours looks. Pure pandas over
@@ -14,18 +14,21 @@ non-gains interleave establishes no boundary, however suggestive one pair of nei
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
+from dlfp.analysis.labels import source_kind
 from dlfp.analysis.stats import effect_kind, is_benefit, is_harm
 
 STALLS, LO, HI = "prefill stalls stock (% of gaps)", "ITL CI lo (%)", "ITL CI hi (%)"
 CLASSES = (("gain", "a detectable gain"), ("none", "no detectable effect"), ("loss", "a detectable loss"),
            ("untested", "one trial (no interval)"))
-"""A point's class, and how the sentence names it."""
+"""A point's class, and how the table names it."""
 
 
-def _shares(values: list[float]) -> str:
-    return ", ".join(f"{v:.2g}%" for v in values)
+def _shares(values: list[float], unit: str = "%") -> str:
+    return ", ".join(f"{v:.2g}{unit}" for v in values)
 
 
 def point_class(lo: float, hi: float) -> str:
@@ -38,16 +41,16 @@ def _points(n: int) -> str:
     return f"{n} point" + ("" if n == 1 else "s")
 
 
-def boundary(points: pd.DataFrame) -> str:
-    """One target's sweep in words: where the gain is detectable, where no effect is, where a loss
-    is, and whether the sweep establishes a stall share below which the gain is not detectable."""
+def classified(points: pd.DataFrame) -> tuple[dict[str, list[float]], str]:
+    """One target's sweep: the stall shares of each class (:data:`CLASSES`, every point in exactly
+    one), and the verdict in words: whether the sweep establishes a stall share below which the gain
+    is not detectable, and where DLFP is detectably worse than stock."""
     if points.empty:
-        return "no sweep runs"
+        return {k: [] for k, _ in CLASSES}, "no sweep runs"
     pts = points.sort_values(STALLS)
     shares = [float(s) for s in pts[STALLS]]
     classes = [point_class(lo, hi) for lo, hi in zip(pts[LO], pts[HI], strict=True)]
     at = {k: [s for s, c in zip(shares, classes, strict=True) if c == k] for k, _ in CLASSES}
-    parts = [f"{label} at {_shares(at[k])} of gaps" for k, label in CLASSES if at[k]]
     tested = [(s, c) for s, c in zip(shares, classes, strict=True) if c != "untested"]
     gains = [c == "gain" for _, c in tested]
     if not any(gains):
@@ -65,4 +68,24 @@ def boundary(points: pd.DataFrame) -> str:
                    f"({_points(len(gains) - sum(gains))}) interleave along the stall share")
     if at["loss"]:
         verdict += f"; DLFP is detectably worse than stock at {_shares(at['loss'])}"
-    return f"{'; '.join(parts)}. So {verdict}."
+    return at, verdict
+
+
+def regime_table(sweeps: Mapping[str, pd.DataFrame], aimed: Mapping[str, list[float]]) -> pd.DataFrame:
+    """One row per target's sweep (rows of :func:`dlfp.analysis.tables.generalization_table`, with their
+    ``source``): the runs, the stall shares the design aimed at (``aimed``, %) and those measured, the
+    shares of each class, and the verdict. A table, not a sentence per sweep: those held some twenty
+    numbers between them."""
+    rows = []
+    for target, points in sweeps.items():
+        at, verdict = classified(points)
+        lo, hi = min(aimed[target]), max(aimed[target])
+        rows.append({
+            "sweep": f"{target} ({source_kind(points.source.iloc[0])})", "runs": len(points),
+            "stall share designed (%)": f"{lo:.2g}-{hi:.2g}",
+            "measured (%)": f"{points[STALLS].min():.2g}-{points[STALLS].max():.2g}",
+            **{f"{label} at (%)": _shares(at[k], "") for k, label in CLASSES},
+            "boundary": verdict,
+        })
+    table = pd.DataFrame(rows)
+    return table.loc[:, (table != "").any()]  # a class no sweep has gets no column
