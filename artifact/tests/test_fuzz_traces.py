@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from dlfp import cli
@@ -179,6 +179,7 @@ def _edit(df: pd.DataFrame, how: str, column: str, row: int) -> pd.DataFrame:
 @settings(max_examples=40, deadline=None)
 @given(k=st.sampled_from([0, 1]), arm=st.sampled_from(["stock", "dlfp"]), table=st.sampled_from(runfolder.TABLES),
        how=st.sampled_from(TABLE_EDITS), col=st.integers(0, 20), row=st.integers(0, 500))
+@example(k=0, arm="stock", table="tokens", how="drop_column", col=3, row=0)  # no token ids, no digests: was a KeyError
 def test_consistently_rewritten_table(good, good_rows, tmp_path_factory, k, arm, table, how, col, row) -> None:
     """A table edited *and* re-checksummed in the manifest (a writer bug, or a hand edit done
     thoroughly): refused naming the file and column, or read with the damage showing in the numbers

@@ -95,6 +95,7 @@ def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", 
         unit_dir = path / f"trial-{k}" / arm
         files = unit.get("files") or {}
         loaded[(k, arm)] = {t: read_trace(unit_dir / f"{t}.parquet", t, files.get(f"{t}.parquet")) for t in tables}
+        check_outputs(unit_dir, loaded[(k, arm)])
         if k not in workloads:
             name = f"trial-{k}/workload.parquet"
             if name not in (manifest.get("workloads") or {}):
@@ -170,6 +171,17 @@ def output_digests(requests: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, st
         return dict(zip(produced["request_id"], produced["output_digest"], strict=True))
     return {rid: output_digest(ids.to_numpy()) for rid, ids in tokens.sort_values(["request_id", "index"])
             .groupby("request_id")["token_id"]}
+
+
+def check_outputs(unit_dir: Path, unit: dict[str, pd.DataFrame]) -> None:
+    """Refuse a unit whose outputs cannot be compared across arms: its requests table has no output
+    digests and its tokens table no token ids to make them from (each alone is a valid table)."""
+    requests, tokens = unit.get("requests"), unit.get("tokens")
+    if requests is not None and tokens is not None and "output_digest" not in requests.columns \
+            and "token_id" not in tokens.columns:
+        raise RunFolderError(f"{unit_dir / 'tokens.parquet'}: column 'token_id' is missing and "
+                             f"{unit_dir / 'requests.parquet'} has no 'output_digest', so this arm's outputs "
+                             "cannot be compared; restore them or rerun the trial")
 
 
 def accounting(requests: pd.DataFrame, tokens: pd.DataFrame, wl: list[workload.Request]) -> dict[str, int]:
