@@ -93,7 +93,9 @@ def fit_table(rows: pd.DataFrame) -> pd.DataFrame:
     chunk; over those, the prediction error's median and the 90th percentile of its size (observed over
     predicted, minus one, in %); over every timed sized step with a feasible chunk, the share over budget
     by more than :data:`OVERRUN`; the share with no feasible chunk; the median budget as a share of the
-    ITL SLO."""
+    ITL SLO. No rows (no run has the controller's units yet, as in an interrupted study): no table."""
+    if rows.empty:
+        return pd.DataFrame()
     out = []
     for (target, level), g in rows.groupby(["target", "level"], sort=False):
         timed = g[g.observed_s.notna() & g.predicted_s.notna() & ~g.infeasible]

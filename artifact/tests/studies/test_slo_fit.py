@@ -61,6 +61,11 @@ def test_the_fit_table_compares_filled_chunks_and_counts_overruns_and_infeasible
         "median budget (% of ITL SLO)": "50"}]
 
 
+def test_a_study_without_the_controllers_units_has_no_table(tmp_path: Path) -> None:
+    study = cut_committed(tmp_path, ("stock",))  # an interrupted study: the controller has not run yet
+    assert slo_fit.study_rows(study).empty and slo_fit.fit_table(slo_fit.study_rows(study)).empty
+
+
 def test_an_exact_fit_shows_no_error_and_no_overrun() -> None:
     rows = _rows(*[(0.01, 0.01 * k, 0.01 * k, True, False) for k in (0.5, 0.8, 1.0)])
     row = slo_fit.fit_table(rows).iloc[0]
