@@ -55,6 +55,10 @@ class Decision:
     updated: bool
 
 
+_UNRESTRICTED = Decision(cap=None, updated=False)
+"""The decision of every step that is not mixed (or with control off): one frozen instance, not one per step."""
+
+
 def next_chunk(chunk: float, interval_s: float, params: DLFPParams, target_s: float | None = None) -> float:
     """Apply the proportional law once toward ``target_s`` (default: the parameters' T*); the
     result always lies in [chunk_min, chunk_max]."""
@@ -83,7 +87,7 @@ class DLFPController:
         stock vLLM scheduling with the same instrumentation.
         """
         if not (self.params.enabled and decodes_running and prefill_waiting):
-            return Decision(cap=None, updated=False)
+            return _UNRESTRICTED
         updated = obs is not None and obs.guarded
         if updated:
             proposed = next_chunk(self.chunk, obs.interval_s, self.params, target_s)

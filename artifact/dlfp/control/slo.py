@@ -174,6 +174,10 @@ class SLODecision(Decision):
     """Predicted duration of the mixed step with the chosen cap."""
 
 
+_UNRESTRICTED = (SLODecision(cap=None, updated=False), SLODecision(cap=None, updated=True))
+"""The decision of a step that is not mixed, by ``updated``: frozen instances, not one per step."""
+
+
 def step_duration(schedule_t: float, done_t: float, prev_done_t: float | None, decode_reqs: int) -> float | None:
     """The duration a completed step is fitted with, from its completion times; None when unusable.
 
@@ -234,7 +238,7 @@ class SLOController:
         updated, self._updated = self._updated, False
         p = self.params
         if not (p.enabled and decodes_running and prefill_waiting):
-            return SLODecision(cap=None, updated=updated)
+            return _UNRESTRICTED[updated]
         model = self.model
         if not model.warm:
             self._cold_i ^= 1

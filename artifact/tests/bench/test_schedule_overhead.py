@@ -7,15 +7,18 @@ import pytest
 from dlfp.cli import main
 
 
-def test_schedule_benchmark_runs(capsys) -> None:
+@pytest.mark.parametrize("clock", ["cpu", "wall"])
+def test_schedule_benchmark_runs(capsys, clock: str) -> None:
     pytest.importorskip("vllm")
-    assert main(["bench", "schedule", "--running", "8", "--rounds", "2", "--steps-per-round", "5"]) == 0
+    assert main(["bench", "schedule", "--running", "8", "--rounds", "2", "--steps-per-round", "5",
+                 "--clock", clock]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
     for scenario in ("decode", "mixed"):
         arms = [line.split()[1].rstrip(":") for line in lines if line.split()[:1] == [scenario]]
         assert arms == ["stock", "dlfp", "dlfp-slo"], out
     assert all("ratio" in line for line in lines[1:]), out
+    assert f"scheduler {clock} time" in lines[0], out
 
 
 def test_the_benchmarked_slo_arm_really_runs_its_fit() -> None:

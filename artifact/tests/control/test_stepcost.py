@@ -238,3 +238,34 @@ def test_any_input_sequence_keeps_the_fit_finite_and_predictions_non_negative(st
         assert math.isfinite(y) and y >= 0
         chunk, _ = m.chunk_for(0.05, d, k, cp, 32, 2048, 16)
         assert 32 <= chunk <= 2048
+
+
+@QUICK
+@given(st.integers(0, 2**32 - 1), st.lists(st.floats(0.0, 50.0), min_size=5, max_size=5),
+       st.floats(-100.0, 100.0), st.sampled_from([0.9, 0.995, 1.0]))
+def test_the_unrolled_rls_step_is_the_textbook_update(seed: int, x: list, err: float, lam: float) -> None:
+    """``_rls`` computes the upper triangle only and mirrors it: it must equal the full-matrix RLS step
+    (``theta += Px e / (lam + x'Px)``, ``P = (P - Px x'P / (lam + x'Px)) / lam``, then the trace bound)
+    and leave the covariance exactly symmetric."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(5, 5))
+    cov = a @ a.T + 0.1 * np.eye(5)  # symmetric positive definite
+    cov = (cov + cov.T) / 2
+    theta = rng.normal(size=5)
+    m = StepCostModel(forgetting=lam)
+    m.cov, m.theta = [list(map(float, row)) for row in cov], list(map(float, theta))
+    m._rls(tuple(x), err)
+    xv = np.array(x)
+    px = cov @ xv
+    denom = lam + xv @ px
+    want_theta = theta + px * err / denom
+    want_cov = (cov - np.outer(px, px) / denom) / lam
+    trace = np.trace(want_cov)
+    if trace > TRACE_MAX:
+        want_cov *= TRACE_MAX / trace
+    assert m.resets == 0
+    np.testing.assert_allclose(m.theta, want_theta, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(np.array(m.cov), want_cov, rtol=1e-7, atol=1e-9 * np.abs(cov).max())
+    assert all(m.cov[i][j] == m.cov[j][i] for i in range(5) for j in range(5))
