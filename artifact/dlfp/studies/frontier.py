@@ -89,7 +89,8 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per arm name, across targets: does it meet the ITL objective, and at what TTFT excess?
 
     The answer to "does one set of DLFP defaults land near the frontier on every target, where
-    no single fixed chunk does?" is read off this table: one row per arm, one column per target.
+    no single fixed chunk does?" is read off this table: one row per arm, one column per target;
+    "not run" where a target's run lacks the arm (a run made before the arm joined the plan).
     """
     cells: dict[str, dict[str, str]] = {}
     for target, t in tables.items():
@@ -98,7 +99,8 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     else f"misses ITL ({row[ITL]:.0f} > {row['itl objective (ms)']:.0f} ms)")
             cells.setdefault(row["arm"], {})[target] = text
     order = sorted(cells, key=lambda a: (a != REFERENCE, a))
-    return pd.DataFrame([{"arm": a, **cells[a]} for a in order]).set_index("arm")
+    return pd.DataFrame([{"arm": a, **{t: cells[a].get(t, "not run") for t in tables}} for a in order]
+                        ).set_index("arm")
 
 
 def reduction_cell(mean: float, lo: float, hi: float) -> str:

@@ -138,3 +138,13 @@ def test_effects_table_has_a_row_per_target_and_a_cell_per_arm() -> None:
     assert got.loc["a100-qwen3-8b", "dlfp"] == "-3.0% (-9.0 to 3.0)"
     assert got.loc["a100-qwen3-8b", "cap"] == "not run"
     assert frontier.reduction_cell(math.nan, math.nan, math.nan) == "no value"  # ran, but no mean: not "not run"
+
+
+def test_target_summary_says_not_run_where_a_run_lacks_the_arm() -> None:
+    new = _table([("stock", "fixed budget", 100, 10), ("mbt-256", "fixed budget", 40, 30),
+                  ("dlfp-slo", "adaptive", 45, 33)])
+    old = _table([("stock", "fixed budget", 100, 10), ("mbt-256", "fixed budget", 60, 30)])
+    got = frontier.target_summary({"new": new, "old": old})
+    assert list(got.columns) == ["new", "old"] and got.index[0] == "stock"
+    assert got.loc["dlfp-slo", "new"] == "+10% TTFT" and got.loc["dlfp-slo", "old"] == "not run"
+    assert got.loc["mbt-256", "old"] == "misses ITL (60 > 50 ms)"
