@@ -99,8 +99,8 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     else f"misses ITL ({row[ITL]:.0f} > {row['itl objective (ms)']:.0f} ms)")
             cells.setdefault(row["arm"], {})[target] = text
     order = sorted(cells, key=lambda a: (a != REFERENCE, a))
-    return pd.DataFrame([{"arm": a, **{t: cells[a].get(t, "not run") for t in tables}} for a in order]
-                        ).set_index("arm")
+    return pd.DataFrame([{"arm": a, **{target: cells[a].get(target, "not run") for target in tables}}
+                         for a in order]).set_index("arm")
 
 
 def reduction_cell(mean: float, lo: float, hi: float) -> str:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import operator
 import os
 import time
 from typing import Any
@@ -59,8 +58,6 @@ from dlfp.vllm import lifeline
 from dlfp.vllm.completion_stamps import exec_done_t
 
 logger = logging.getLogger("dlfp")
-
-_COMPUTED = operator.attrgetter("num_computed_tokens")
 
 STEP_LOG_ENV = "DLFP_STEP_LOG"
 """Environment variable naming a step-log file; ``step_log`` in the config wins over it."""
@@ -93,13 +90,9 @@ def _prefill_work(out: SchedulerOutput, prefilling: list[str]) -> tuple[int, int
     ids = {n.req_id for n in out.scheduled_new_reqs}
     ids.update(out.scheduled_cached_reqs.resumed_req_ids)
     ids.update(prefilling)
-    tokens = reqs = 0
-    for i in ids:  # O(prefilling requests), not O(scheduled): a decode-only step costs nothing here
-        n = counts.get(i)
-        if n is not None:
-            tokens += n
-            reqs += 1
-    return tokens, reqs
+    # Over the prefill ids only (intersecting with ``counts`` would walk every scheduled request).
+    tokens = [counts[i] for i in ids if i in counts]
+    return sum(tokens), len(tokens)
 
 
 
@@ -254,8 +247,8 @@ class _DLFPMixin:
         next: a mid-prefill request (vLLM keeps them in a set; there is rarely more than one), else the
         head of the waiting queue, whose cached prefix vLLM has not looked up yet (0 tokens)."""
         prefilling = self._inflight_prefills
-        total = sum(map(_COMPUTED, self.running))  # map over attrgetter: half a generator's time
-        inflight = sum(map(_COMPUTED, prefilling))
+        total = sum(r.num_computed_tokens for r in self.running)
+        inflight = sum(r.num_computed_tokens for r in prefilling)
         head = next(iter(prefilling), None) or next(iter(self.waiting), None)
         return total - inflight, 0 if head is None else head.num_computed_tokens
 
