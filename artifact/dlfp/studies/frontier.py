@@ -39,6 +39,11 @@ an arm for noise: 3 ms less TTFT would excuse any ITL."""
 GOAL_PCT = 10.0
 """The study's goal: an adaptive controller within this share of the best fixed chunk's P99 ITL
 at equal P99 TTFT (issue 11)."""
+EXCESS = "TTFT excess over best arm meeting it (%)"
+""":func:`regret`'s column of what an arm meeting the ITL objective pays in P99 TTFT (NaN where it misses)."""
+TTFT_GOAL_PCT = 10.0
+"""The SLO controller's goal in the baselines (issue 21): meet the run's ITL objective with P99 TTFT
+at most this share above the best arm that meets it."""
 
 
 def frontier(points: pd.DataFrame) -> pd.DataFrame:
@@ -69,7 +74,7 @@ def regret(table: pd.DataFrame) -> pd.DataFrame:
     meets = out[ITL] <= out["itl objective (ms)"]
     best_ttft = out.loc[meets, TTFT].min() if meets.any() else math.nan
     out["meets ITL objective"] = meets
-    out["TTFT excess over best arm meeting it (%)"] = [
+    out[EXCESS] = [
         100 * (t / best_ttft - 1) if ok and not math.isnan(best_ttft) else math.nan
         for t, ok in zip(out[TTFT], meets, strict=True)]
     return out
@@ -95,7 +100,7 @@ def target_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     cells: dict[str, dict[str, str]] = {}
     for target, t in tables.items():
         for _, row in t.iterrows():
-            text = (f"{row['TTFT excess over best arm meeting it (%)']:+.0f}% TTFT" if row["meets ITL objective"]
+            text = (f"{row[EXCESS]:+.0f}% TTFT" if row["meets ITL objective"]
                     else f"misses ITL ({row[ITL]:.0f} > {row['itl objective (ms)']:.0f} ms)")
             cells.setdefault(row["arm"], {})[target] = text
     order = sorted(cells, key=lambda a: (a != REFERENCE, a))
@@ -192,6 +197,37 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
              if single else "; no single fixed budget meets the ITL objective on every one of them")
     if derived:
         text += f" (budgets derived per target that do: {', '.join(derived)})"
+    return text + "."
+
+
+def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str, ...]) -> str:
+    """Does ``arm`` meet the ITL objective on every target, paying at most :data:`TTFT_GOAL_PCT` P99 TTFT
+    over the best arm that meets it? One sentence: the verdict, the counts, and each target where it
+    misses the objective, pays more, or lacks the arm. Judged on the runs' means (two trials in the
+    baselines), so a target near either line may fall the other way on a rerun; the sentence says so."""
+    ran = [t for t in targets if t in tables]
+    if not ran:
+        return "not testable: no baselines run"
+    rows = {t: tables[t].set_index("arm") for t in ran}
+    judged = [t for t in ran if arm in rows[t].index]
+    if not judged:
+        return f"not testable: no run has {arm}"
+    misses = [t for t in judged if not bool(rows[t].at[arm, "meets ITL objective"])]
+    excess = {t: float(rows[t].at[arm, EXCESS]) for t in judged if t not in misses}
+    over = {t: e for t, e in excess.items() if e > TTFT_GOAL_PCT}
+    holds = len(judged) == len(targets) and not misses and not over
+    text = (f"the goal for {arm} (the ITL objective met on every target at most {TTFT_GOAL_PCT:.0f}% P99 TTFT "
+            f"over the best arm meeting it) {'holds' if holds else 'does not hold'} on the runs' means: it meets "
+            f"the objective on {len(judged) - len(misses)} of {len(judged)} targets, within "
+            f"{TTFT_GOAL_PCT:.0f}% on {len(excess) - len(over)}")
+    if misses:
+        text += "; it misses it on " + ", ".join(
+            f"{t} ({rows[t].at[arm, ITL]:.0f} > {rows[t].at[arm, 'itl objective (ms)']:.0f} ms)" for t in misses)
+    if over:
+        text += "; it pays " + ", ".join(f"{e:+.0f}% on {t}" for t, e in over.items())
+    absent = [t for t in targets if t not in judged]
+    if absent:
+        text += f"; not run on {', '.join(absent)}"
     return text + "."
 
 

@@ -148,3 +148,21 @@ def test_target_summary_says_not_run_where_a_run_lacks_the_arm() -> None:
     assert list(got.columns) == ["new", "old"] and got.index[0] == "stock"
     assert got.loc["dlfp-slo", "new"] == "+10% TTFT" and got.loc["dlfp-slo", "old"] == "not run"
     assert got.loc["mbt-256", "old"] == "misses ITL (60 > 50 ms)"
+
+
+def test_objective_goal_holds_only_where_every_target_meets_within_the_line() -> None:
+    def run(slo_itl: float, slo_ttft: float) -> pd.DataFrame:
+        return _table([("stock", "fixed budget", 100, 10), ("mbt-256", "fixed budget", 40, 30),
+                       ("dlfp-slo", "adaptive", slo_itl, slo_ttft)])
+
+    ok = {"x": run(45, 32), "y": run(49, 30)}  # +6.7% and +0%
+    assert frontier.objective_goal(ok, "dlfp-slo", ("x", "y")).startswith(
+        "the goal for dlfp-slo (the ITL objective met on every target at most 10% P99 TTFT over the best arm "
+        "meeting it) holds on the runs' means: it meets the objective on 2 of 2 targets, within 10% on 2.")
+    over = frontier.objective_goal({"x": run(45, 34), "y": run(60, 20)}, "dlfp-slo", ("x", "y", "z"))
+    assert "does not hold" in over and "on 1 of 2 targets, within 10% on 0" in over
+    assert "does not hold" in frontier.objective_goal({"x": run(45, 34)}, "dlfp-slo", ("x",))  # TTFT alone
+    assert "misses it on y (60 > 50 ms)" in over and "pays +13% on x" in over and "not run on z" in over
+    old = _table([("stock", "fixed budget", 100, 10), ("mbt-256", "fixed budget", 40, 30)])
+    assert "does not hold" in frontier.objective_goal({**ok, "old": old}, "dlfp-slo", ("x", "y", "old"))
+    assert frontier.objective_goal({"old": old}, "dlfp-slo", ("old",)) == "not testable: no run has dlfp-slo"
