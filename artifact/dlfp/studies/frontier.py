@@ -216,7 +216,7 @@ def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str
     excess = {t: float(rows[t].at[arm, EXCESS]) for t in judged if t not in misses}
     over = {t: e for t, e in excess.items() if e > TTFT_GOAL_PCT}
     holds = len(judged) == len(targets) and not misses and not over
-    text = (f"the goal for {arm} (the ITL objective met on every target at most {TTFT_GOAL_PCT:.0f}% P99 TTFT "
+    text = (f"the goal for {arm} (the ITL objective met on every target with at most {TTFT_GOAL_PCT:.0f}% P99 TTFT "
             f"over the best arm meeting it) {'holds' if holds else 'does not hold'} on the runs' means: it meets "
             f"the objective on {len(judged) - len(misses)} of {len(judged)} targets, within "
             f"{TTFT_GOAL_PCT:.0f}% on {len(excess) - len(over)}")

@@ -157,7 +157,7 @@ def test_objective_goal_holds_only_where_every_target_meets_within_the_line() ->
 
     ok = {"x": run(45, 32), "y": run(49, 30)}  # +6.7% and +0%
     assert frontier.objective_goal(ok, "dlfp-slo", ("x", "y")).startswith(
-        "the goal for dlfp-slo (the ITL objective met on every target at most 10% P99 TTFT over the best arm "
+        "the goal for dlfp-slo (the ITL objective met on every target with at most 10% P99 TTFT over the best arm "
         "meeting it) holds on the runs' means: it meets the objective on 2 of 2 targets, within 10% on 2.")
     over = frontier.objective_goal({"x": run(45, 34), "y": run(60, 20)}, "dlfp-slo", ("x", "y", "z"))
     assert "does not hold" in over and "on 1 of 2 targets, within 10% on 0" in over
