@@ -142,8 +142,9 @@ TABLE_EDITS = ("drop_column", "to_text", "to_bool", "to_mixed", "nan", "none", "
                "drop_row", "empty", "shuffle", "extra_column")
 """What a writer bug does to a table (a value edit that stays plausible is for the checksum to catch)."""
 INVARIANT = ("shuffle", "extra_column")
-CLOCK = {"requests": "first_token_s", "tokens": "t_s", "steps": "schedule_t", "telemetry": "t_s"}
-"""The time column of each table, which "decreasing" reverses."""
+CLOCK = {"requests": "first_token_s", "tokens": "t_us", "steps": "schedule_t", "telemetry": "t_s"}
+"""The time column of each table as stored, which "decreasing" reverses (token times are integer
+microseconds on disk, :data:`dlfp.trials.runfolder.TOKEN_TICKS_PER_S`)."""
 
 
 def _edit(df: pd.DataFrame, how: str, column: str, row: int) -> pd.DataFrame:
@@ -180,6 +181,7 @@ def _edit(df: pd.DataFrame, how: str, column: str, row: int) -> pd.DataFrame:
 @given(k=st.sampled_from([0, 1]), arm=st.sampled_from(["stock", "dlfp"]), table=st.sampled_from(runfolder.TABLES),
        how=st.sampled_from(TABLE_EDITS), col=st.integers(0, 20), row=st.integers(0, 500))
 @example(k=0, arm="stock", table="tokens", how="drop_column", col=3, row=0)  # no token ids, no digests: was a KeyError
+@example(k=0, arm="stock", table="tokens", how="decreasing", col=0, row=0)  # the stored clock, t_us: was a KeyError
 def test_consistently_rewritten_table(good, good_rows, tmp_path_factory, k, arm, table, how, col, row) -> None:
     """A table edited *and* re-checksummed in the manifest (a writer bug, or a hand edit done
     thoroughly): refused naming the file and column, or read with the damage showing in the numbers
