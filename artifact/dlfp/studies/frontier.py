@@ -200,11 +200,17 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
     return text + "."
 
 
-def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str, ...]) -> str:
+def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str, ...],
+                   kinds: dict[str, str] | None = None) -> str:
     """Does ``arm`` meet the ITL objective on every target, paying at most :data:`TTFT_GOAL_PCT` P99 TTFT
     over the best arm that meets it? One sentence: the verdict, the counts, and each target where it
     misses the objective, pays more, or lacks the arm. Judged on the runs' means (two trials in the
-    baselines), so a target near either line may fall the other way on a rerun; the sentence says so."""
+    baselines), so a target near either line may fall the other way on a rerun; the sentence says so.
+    ``kinds`` (target -> "measured" or "simulated") labels each target the sentence names with its source."""
+
+    def named(t: str) -> str:
+        return f"{t} ({kinds[t]})" if kinds and t in kinds else t
+
     ran = [t for t in targets if t in tables]
     if not ran:
         return "not testable: no baselines run"
@@ -222,9 +228,9 @@ def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str
             f"{TTFT_GOAL_PCT:.0f}% on {len(excess) - len(over)}")
     if misses:
         text += "; it misses it on " + ", ".join(
-            f"{t} ({rows[t].at[arm, ITL]:.0f} > {rows[t].at[arm, 'itl objective (ms)']:.0f} ms)" for t in misses)
+            f"{named(t)}: {rows[t].at[arm, ITL]:.0f} > {rows[t].at[arm, 'itl objective (ms)']:.0f} ms" for t in misses)
     if over:
-        text += "; it pays " + ", ".join(f"{e:+.0f}% on {t}" for t, e in over.items())
+        text += "; it pays " + ", ".join(f"{e:+.0f}% on {named(t)}" for t, e in over.items())
     absent = [t for t in targets if t not in judged]
     if absent:
         text += f"; not run on {', '.join(absent)}"

@@ -162,7 +162,9 @@ def test_objective_goal_holds_only_where_every_target_meets_within_the_line() ->
     over = frontier.objective_goal({"x": run(45, 34), "y": run(60, 20)}, "dlfp-slo", ("x", "y", "z"))
     assert "does not hold" in over and "on 1 of 2 targets, within 10% on 0" in over
     assert "does not hold" in frontier.objective_goal({"x": run(45, 34)}, "dlfp-slo", ("x",))  # TTFT alone
-    assert "misses it on y (60 > 50 ms)" in over and "pays +13% on x" in over and "not run on z" in over
+    assert "misses it on y: 60 > 50 ms" in over and "pays +13% on x" in over and "not run on z" in over
+    labelled = frontier.objective_goal({"x": run(45, 34)}, "dlfp-slo", ("x",), {"x": "measured"})
+    assert labelled.endswith("it pays +13% on x (measured).")
     old = _table([("stock", "fixed budget", 100, 10), ("mbt-256", "fixed budget", 40, 30)])
     assert "does not hold" in frontier.objective_goal({**ok, "old": old}, "dlfp-slo", ("x", "y", "old"))
     assert frontier.objective_goal({"old": old}, "dlfp-slo", ("old",)) == "not testable: no run has dlfp-slo"
