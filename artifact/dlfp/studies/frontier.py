@@ -150,7 +150,13 @@ def _closest(pct: dict[str, dict[str, float]], hits: dict[str, list[str]]) -> st
     return min(pct, key=lambda a: (-len(hits[a]), _worst(pct[a]), a))
 
 
-def _closest_clause(arm: str, pcts: dict[str, float], hits: list[str]) -> str:
+def _named(target: str, kinds: dict[str, str] | None) -> str:
+    """A target as a verdict sentence names it: with its source ("measured" or "simulated") where
+    known, so a CPU number never reads as a modeled one beside it."""
+    return f"{target} ({kinds[target]})" if kinds and target in kinds else target
+
+
+def _closest_clause(arm: str, pcts: dict[str, float], hits: list[str], kinds: dict[str, str] | None) -> str:
     """How the closest arm fares: on how many targets it hits, on how many it is not comparable,
     and its largest gap (or that it is missing from a run)."""
     text = f"the closest, {arm}, does on {len(hits)} of {len(pcts)}"
@@ -162,14 +168,15 @@ def _closest_clause(arm: str, pcts: dict[str, float], hits: list[str]) -> str:
         return text
     worst = max(comparable, key=comparable.__getitem__)  # no NaN left: the first of equal gaps, in run order
     gap = "is not in the run" if math.isinf(comparable[worst]) else f"is {comparable[worst]:.0f}% above it"
-    return f"{text} and {gap} on {worst}"
+    return f"{text} and {gap} on {_named(worst, kinds)}"
 
 
-def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
+def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...], kinds: dict[str, str] | None = None) -> str:
     """The study's question in one sentence, from the runs: which adaptive arm (one set of
     defaults) lands within :data:`GOAL_PCT` of the best fixed budget at equal TTFT on every target,
     and which fixed budget meets the ITL objective on every target; naming the targets not run. A
-    target where an arm is not comparable (:func:`relative_regret`) is no hit for it."""
+    target where an arm is not comparable (:func:`relative_regret`) is no hit for it. ``kinds``
+    (target -> "measured" or "simulated") labels the target the sentence names with its source."""
     missing = [t for t in targets if t not in tables]
     ran = [t for t in targets if t in tables]
     if not ran:
@@ -185,7 +192,7 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...]) -> str:
     elif adaptive:
         best = _closest(pct, hits)
         text = (f"no adaptive controller lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT "
-                f"{scope}; {_closest_clause(best, pct[best], hits[best])}")
+                f"{scope}; {_closest_clause(best, pct[best], hits[best], kinds)}")
     else:
         return f"not testable: no adaptive arm {scope}"
     fixed = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "fixed budget", "arm"]})
@@ -207,10 +214,6 @@ def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str
     misses the objective, pays more, or lacks the arm. Judged on the runs' means (two trials in the
     baselines), so a target near either line may fall the other way on a rerun; the sentence says so.
     ``kinds`` (target -> "measured" or "simulated") labels each target the sentence names with its source."""
-
-    def named(t: str) -> str:
-        return f"{t} ({kinds[t]})" if kinds and t in kinds else t
-
     ran = [t for t in targets if t in tables]
     if not ran:
         return "not testable: no baselines run"
@@ -228,9 +231,10 @@ def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str
             f"{TTFT_GOAL_PCT:.0f}% on {len(excess) - len(over)}")
     if misses:
         text += "; it misses it on " + ", ".join(
-            f"{named(t)}: {rows[t].at[arm, ITL]:.0f} > {rows[t].at[arm, 'itl objective (ms)']:.0f} ms" for t in misses)
+            f"{_named(t, kinds)}: {rows[t].at[arm, ITL]:.0f} > {rows[t].at[arm, 'itl objective (ms)']:.0f} ms"
+            for t in misses)
     if over:
-        text += "; it pays " + ", ".join(f"{e:+.0f}% on {named(t)}" for t, e in over.items())
+        text += "; it pays " + ", ".join(f"{e:+.0f}% on {_named(t, kinds)}" for t, e in over.items())
     absent = [t for t in targets if t not in judged]
     if absent:
         text += f"; not run on {', '.join(absent)}"

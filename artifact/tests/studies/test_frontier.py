@@ -49,6 +49,8 @@ def test_goal_names_the_winner_or_the_closest_and_the_missing_targets() -> None:
     assert "the closest, dlfp, does on 1 of 2 and is 30% above it on y" in text  # ties broken by the worst regret
     assert "single fixed budgets that meet the ITL objective on every one of them: mbt-256." in text
     assert frontier.goal({"x": a, "y": b(21.5)}, ("x", "y")).startswith("dlfp lands within 10% of the best fixed")
+    labelled = frontier.goal({"x": a, "y": b(26)}, ("x", "y"), {"x": "simulated", "y": "measured"})
+    assert "is 30% above it on y (measured);" in labelled
 
 
 def test_an_arm_faster_than_every_fixed_budget_is_not_comparable_never_a_hit() -> None:
