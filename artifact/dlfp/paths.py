@@ -56,6 +56,19 @@ def model_path(name: str, cache_dir: str | None = None, need: str = "config.json
                      "or a hub id in the Hugging Face cache")
 
 
+def model_label(name: str) -> str:
+    """A model as a run folder's name: a shipped config's name as is, a checkpoint directory or a hub
+    id by its last component (``/ckpt/Qwen3-8B/`` and ``Qwen/Qwen3-8B`` both give ``Qwen3-8B``), other
+    characters than letters, digits, ``.``, ``_`` and ``-`` as ``-``. A folder named from the whole
+    path would land outside the runs folder (an absolute path replaces it) or two levels down (a hub
+    id), where the results chapter never looks."""
+    last = Path(os.path.normpath(name)).name or Path(name).resolve().name  # "." names the current folder
+    label = re.sub(r"[^\w.-]+", "-", last, flags=re.ASCII).strip("-")
+    if not label or set(label) <= {"."}:
+        raise ValueError(f"model {name!r} gives no folder name: name it by a directory or a hub id")
+    return label
+
+
 def _cached_snapshot(repo_id: str, cache_dir: str | None) -> str | None:
     """The local snapshot of ``repo_id`` (its ``main`` revision), without touching the network."""
     try:

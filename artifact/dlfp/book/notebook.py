@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from dlfp.control.params import parse_params
-from dlfp.paths import model_path
+from dlfp.paths import model_label, model_path
 from dlfp.trials.config import TrialConfig, merge, parse_config, read_yaml
 
 
@@ -86,21 +86,26 @@ def generalization_plan(base_config: str, models: Sequence[str], tensor_parallel
     require(isinstance(models, list | tuple) and bool(models) and all(isinstance(m, str) for m in models),
             "models", models, "a list of model names")
     require(isinstance(out_root, str), "out_root", out_root, "a folder path")
-    for m in models:
-        try:
-            model_path(m)
-        except (ValueError, OSError) as exc:  # OSError: a name too long for a path
-            raise ValueError(f"notebook parameter 'models' has {m!r}: {exc}") from None
     require(isinstance(tensor_parallel_sizes, list | tuple) and bool(tensor_parallel_sizes)
             and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tensor_parallel_sizes),
             "tensor_parallel_sizes", tensor_parallel_sizes, "a list of integers >= 1")
     base = config_with_overrides(base_config, overrides)
-    plan = []
+    labels: dict[str, str] = {}
     for m in models:
+        try:
+            model_path(m, base.engine.download_dir)  # the cache the overrides name, as the trials will read it
+            label = model_label(m)
+        except (ValueError, OSError) as exc:  # OSError: a name too long for a path
+            raise ValueError(f"notebook parameter 'models' has {m!r}: {exc}") from None
+        require(label not in labels, "models", models,
+                f"models with distinct folder names ({labels.get(label)!r} and {m!r} would both run in {label!r})")
+        labels[label] = m
+    plan = []
+    for label, m in labels.items():
         for tp in tensor_parallel_sizes:
-            raw = merge(base.raw, {"name": f"{base.name}-{m}-tp{tp}",
+            raw = merge(base.raw, {"name": f"{base.name}-{label}-tp{tp}",
                                    "engine": {"model": m, "tensor_parallel_size": tp}})
-            plan.append((Path(out_root) / f"{m}-tp{tp}", parse_config(raw)))
+            plan.append((Path(out_root) / f"{label}-tp{tp}", parse_config(raw)))
     return plan
 
 

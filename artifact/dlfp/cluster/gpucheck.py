@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from dlfp.paths import CONFIGS, REPO_ROOT
+from dlfp.paths import CONFIGS, REPO_ROOT, model_label
 
 GPU_MODELS = ("qwen3-0.6b", "qwen3-8b")
 GPU_REQUESTS = 60
@@ -117,9 +117,9 @@ def family(gpu_name: str) -> str | None:
 def plan(models: Sequence[str], devices: Sequence[str] | None, out: Path) -> list[Check]:
     """Every model at TP=1 on the first GPU, and the last model at TP=2 where two GPUs are visible;
     ``devices`` None (CPU dry run): every model at TP=1 on the CPU."""
-    checks = [Check(m, 1, out / f"{m}-tp1", None if devices is None else devices[0]) for m in models]
+    checks = [Check(m, 1, out / f"{model_label(m)}-tp1", None if devices is None else devices[0]) for m in models]
     if devices is not None and len(devices) >= 2:
-        checks.append(Check(models[-1], 2, out / f"{models[-1]}-tp2", ",".join(devices[:2])))
+        checks.append(Check(models[-1], 2, out / f"{model_label(models[-1])}-tp2", ",".join(devices[:2])))
     return checks
 
 
@@ -130,7 +130,7 @@ def check_config(base: Path, check: Check, requests: int) -> Any:
 
     raw = yaml.safe_load(base.read_text(encoding="utf-8")) or {}
     engine = {"model": check.model, "tensor_parallel_size": check.tp}
-    over = {"name": f"gpu-check-{check.model}-tp{check.tp}", "trials": 1, "seeds": None,
+    over = {"name": f"gpu-check-{model_label(check.model)}-tp{check.tp}", "trials": 1, "seeds": None,
             "engine": engine, "workload": {"n_requests": requests}}
     return parse_config(merge(raw, over))
 

@@ -53,8 +53,13 @@ def classified(points: pd.DataFrame) -> tuple[dict[str, list[float]], str]:
     at = {k: [s for s, c in zip(shares, classes, strict=True) if c == k] for k, _ in CLASSES}
     tested = [(s, c) for s, c in zip(shares, classes, strict=True) if c != "untested"]
     gains = [c == "gain" for _, c in tested]
+    if not tested:
+        return at, f"not tested: no point of the sweep has an interval ({_points(len(shares))})"
     if not any(gains):
-        verdict = "DLFP shows no detectable gain anywhere in the sweep"
+        highest = float(pts.loc[[c != "untested" for c in classes], HI].max())
+        verdict = ("DLFP shows no detectable gain anywhere in the sweep" + (
+            f", though gains up to {highest:.0f}% are not ruled out (the highest upper end of a point's 95% interval)"
+            if highest > 0 else ""))
     elif all(gains):
         verdict = (f"the gain is detectable at all {_points(len(gains))}, down to {_shares([tested[0][0]])}: "
                    "no boundary inside the sweep")

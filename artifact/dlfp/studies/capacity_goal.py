@@ -96,6 +96,20 @@ def sentence(goal: pd.DataFrame) -> str:
     above = goal[goal["above single"] == "above"]
     where = (", ".join(f"{t} ({lv})" for t, lv in zip(above.target, above.level, strict=True))
              if len(above) else "no target and level")
+    first, second = halves(goal)
     return (f"Against each target's best fixed budget, {ARM} is within 10% on {within} and short of it on {short} "
             f"of {n} target and SLO-level pairs (the rest undecided at the trials' 95% interval); above the best "
-            f"single budget ({goal['single budget'].iloc[0]}) on {where}.")
+            f"single budget ({goal['single budget'].iloc[0]}) on {where}. On these runs the goal's first half "
+            f"(within 10% everywhere) is {first}, its second (above the single budget somewhere) {second}.")
+
+
+def halves(goal: pd.DataFrame) -> tuple[str, str]:
+    """The goal's two halves over the pairs of ``goal`` (:func:`goal_table`): *within 10% on every
+    pair* is met where every pair is within, not met where one is short, else undecided; *above the
+    single budget on at least one* is met where one pair is above, not met where every pair is below,
+    else undecided."""
+    within = goal["within 10%"]
+    first = "met" if within.eq("within").all() else "not met" if within.eq("short").any() else "undecided"
+    above = goal["above single"]
+    second = "met" if above.eq("above").any() else "not met" if above.eq("below").all() else "undecided"
+    return first, second

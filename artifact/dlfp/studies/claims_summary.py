@@ -32,13 +32,20 @@ def short_value(ours: str) -> str:
     return ours.split(" (", 1)[0].split("; ", 1)[0].strip()
 
 
+IMPLIED = "*"
+"""Added to a row's mark where the run's scaled design makes the claim's outcome likely (the full
+table's ``design`` column says which rules): such a ✓ says less than one the design left open."""
+
+
 def cell(rows: pd.DataFrame) -> str:
-    """One source's cell of a claim: each row as its mark and short value ("✓ 59.2%"), a row with no
-    value as its mark and "not testable"; rows joined by " · "."""
+    """One source's cell of a claim: each row as its mark and short value ("✓ 59.2%"; "✓* 59.2%" where
+    the design implies the outcome, :data:`IMPLIED`), a row with no value as its mark and "not
+    testable"; rows joined by " · "."""
     parts = []
-    for ours, kind in zip(rows.ours, verdict_kinds(rows), strict=True):
+    implied = rows["design"].astype(bool) if "design" in rows else pd.Series(False, index=rows.index)
+    for ours, kind, by_design in zip(rows.ours, verdict_kinds(rows), implied, strict=True):
         value = short_value(ours) if ours else "not testable"
-        parts.append(f"{MARKS[kind]} {value}")
+        parts.append(f"{MARKS[kind]}{IMPLIED if by_design else ''} {value}")
     return " · ".join(parts)
 
 
@@ -74,7 +81,8 @@ def labels_of(claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 def legend() -> str:
     """The marks in words, for the summary's caption."""
-    return ", ".join(f"{mark} {kind}" for kind, mark in MARKS.items())
+    return (", ".join(f"{mark} {kind}" for kind, mark in MARKS.items())
+            + f"; {IMPLIED} the run's scaled design makes this outcome likely")
 
 
 def readable(claims: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -7,8 +7,10 @@ it lands from that frontier, and whether one set of its defaults lands near it o
 where no single fixed chunk does. Two measures, both from the arms table of a run:
 
 * *regret at equal TTFT*: an arm's P99 ITL minus the best P99 ITL of any fixed-budget arm whose
-  P99 TTFT is no larger, within :data:`TTFT_TOLERANCE` (*not comparable*, NaN, when the arm is
-  faster to first token than every fixed one: never a hit of the goal);
+  P99 TTFT is no larger, within :data:`TTFT_TOLERANCE`. An arm faster to first token than every
+  fixed budget is held against the fastest: no slower between tokens, it dominates that budget
+  (regret at most zero, a hit); slower, it trades ITL for TTFT beyond the frontier's end and is
+  *not comparable* (NaN: neither a hit nor a miss);
 * *TTFT excess under the ITL objective*: among the arms whose P99 ITL meets the run's ITL
   objective, the least P99 TTFT is the best achievable; an arm that meets the objective pays its
   TTFT above that, one that misses it is marked so. A fixed budget that is best on one target and
@@ -44,6 +46,11 @@ EXCESS = "TTFT excess over best arm meeting it (%)"
 TTFT_GOAL_PCT = 10.0
 """The SLO controller's goal in the baselines (issue 21): meet the run's ITL objective with P99 TTFT
 at most this share above the best arm that meets it."""
+NEAR_PCT = 100 * TTFT_TOLERANCE
+"""A verdict sentence names a target as *near the line* where the number it judges lies within this
+many percentage points of the goal's line (or this share of the ITL objective): two trials' means of
+arms that prefill alike differ by about as much (:data:`TTFT_TOLERANCE`), so a rerun may put it on
+the other side. The verdicts are on the runs' means; this says which of them are that close."""
 
 
 def frontier(points: pd.DataFrame) -> pd.DataFrame:
@@ -68,7 +75,13 @@ def regret(table: pd.DataFrame) -> pd.DataFrame:
 
     def at_equal_ttft(row: Any) -> float:
         eligible = fixed[fixed[TTFT] <= row[TTFT] * (1 + TTFT_TOLERANCE)]
-        return float(row[ITL] - eligible[ITL].min()) if len(eligible) else math.nan
+        if len(eligible):
+            return float(row[ITL] - eligible[ITL].min())
+        ranked = fixed.dropna(subset=[TTFT, ITL]).sort_values(TTFT, kind="stable")
+        if ranked.empty:
+            return math.nan
+        fastest = float(ranked[ITL].iloc[0])  # the arm is faster than every fixed budget: does it dominate this one?
+        return float(row[ITL] - fastest) if row[ITL] <= fastest else math.nan
 
     out[REGRET] = out.apply(at_equal_ttft, axis=1)
     meets = out[ITL] <= out["itl objective (ms)"]
@@ -131,8 +144,8 @@ def effects_table(tables: dict[str, pd.DataFrame], arms: list[str]) -> pd.DataFr
 
 def relative_regret(table: pd.DataFrame) -> pd.Series:
     """Regret at equal TTFT as a percentage of the best fixed budget's P99 ITL there, by arm name;
-    NaN where the arm is faster to first token than every fixed budget: no fixed budget is at equal
-    TTFT with it, so it is *not comparable* (neither a hit nor a miss of the goal)."""
+    NaN where the arm is *not comparable* (faster to first token than every fixed budget and slower
+    between tokens than the fastest: neither a hit nor a miss of the goal)."""
     best_fixed = table[ITL] - table[REGRET]
     pct = (100 * table[REGRET] / best_fixed).where(table[REGRET].notna(), math.nan)
     return pd.Series(pct.to_numpy(dtype=float), index=table["arm"])
@@ -160,9 +173,13 @@ def _closest_clause(arm: str, pcts: dict[str, float], hits: list[str], kinds: di
     """How the closest arm fares: on how many targets it hits, on how many it is not comparable,
     and its largest gap (or that it is missing from a run)."""
     text = f"the closest, {arm}, does on {len(hits)} of {len(pcts)}"
+    near = {t: p for t, p in pcts.items() if abs(p - GOAL_PCT) <= NEAR_PCT}  # NaN and inf are never near
+    if near:
+        text += " (near the line on " + ", ".join(f"{_named(t, kinds)}: {p:.0f}%" for t, p in near.items()) + ")"
     blind = [t for t, p in pcts.items() if math.isnan(p)]
     if blind:
-        text += f" (not comparable on {len(blind)}: faster to first token than every fixed budget)"
+        text += (f" (not comparable on {len(blind)}: faster to first token than every fixed budget, slower "
+                 "between tokens than the fastest)")
     comparable = {t: p for t, p in pcts.items() if not math.isnan(p)}
     if not comparable:
         return text
@@ -181,7 +198,8 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...], kinds: dict[
     ran = [t for t in targets if t in tables]
     if not ran:
         return "not testable: no baselines run"
-    scope = f"on the {len(ran)} targets run" + (f" (not run: {', '.join(missing)})" if missing else "")
+    scope = f"on the {len(ran)} targets run" + (f" (not run: {', '.join(missing)})" if missing else "") + \
+        ", on the runs' means"
     adaptive = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "adaptive", "arm"]})
     regrets = {t: relative_regret(tables[t]) for t in ran}
     pct = {a: {t: float(regrets[t].get(a, math.inf)) for t in ran} for a in adaptive}  # inf: not in that run
@@ -189,16 +207,21 @@ def goal(tables: dict[str, pd.DataFrame], targets: tuple[str, ...], kinds: dict[
     winners = [a for a in adaptive if len(hits[a]) == len(ran)]
     if winners:
         text = f"{', '.join(winners)} lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT {scope}"
+        near = [f"{w} on {_named(t, kinds)}: {pct[w][t]:.0f}%" for w in winners for t in ran
+                if abs(pct[w][t] - GOAL_PCT) <= NEAR_PCT]
+        if near:
+            text += f" (near the line: {', '.join(near)})"
     elif adaptive:
         best = _closest(pct, hits)
         text = (f"no adaptive controller lands within {GOAL_PCT:.0f}% of the best fixed budget at equal TTFT "
                 f"{scope}; {_closest_clause(best, pct[best], hits[best], kinds)}")
     else:
         return f"not testable: no adaptive arm {scope}"
-    fixed = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "fixed budget", "arm"]})
     rows = {t: tables[t].set_index("arm") for t in ran}
+    singles = single_budgets({t: tables[t] for t in ran})
+    fixed = sorted({a for t in ran for a in tables[t].loc[tables[t].kind == "fixed budget", "arm"]})
     everywhere = [a for a in fixed if all(bool(rows[t]["meets ITL objective"].get(a, False)) for t in ran)]
-    single = [a for a in everywhere if len({rows[t].at[a, "settings"] for t in ran}) == 1]
+    single = [a for a in everywhere if a in singles]
     derived = [a for a in everywhere if a not in single]
     text += ("; single fixed budgets that meet the ITL objective on every one of them: " + ", ".join(single)
              if single else "; no single fixed budget meets the ITL objective on every one of them")
@@ -212,7 +235,8 @@ def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str
     """Does ``arm`` meet the ITL objective on every target, paying at most :data:`TTFT_GOAL_PCT` P99 TTFT
     over the best arm that meets it? One sentence: the verdict, the counts, and each target where it
     misses the objective, pays more, or lacks the arm. Judged on the runs' means (two trials in the
-    baselines), so a target near either line may fall the other way on a rerun; the sentence says so.
+    baselines), so a target near either line (:data:`NEAR_PCT`) may fall the other way on a rerun; the
+    sentence names those targets, or says there are none.
     ``kinds`` (target -> "measured" or "simulated") labels each target the sentence names with its source."""
     ran = [t for t in targets if t in tables]
     if not ran:
@@ -238,15 +262,66 @@ def objective_goal(tables: dict[str, pd.DataFrame], arm: str, targets: tuple[str
     absent = [t for t in targets if t not in judged]
     if absent:
         text += f"; not run on {', '.join(absent)}"
+    near = [f"{_named(t, kinds)} ({e:+.0f}% TTFT)" for t, e in excess.items() if abs(e - TTFT_GOAL_PCT) <= NEAR_PCT]
+    for t in judged:
+        itl, objective = rows[t].at[arm, ITL], rows[t].at[arm, "itl objective (ms)"]
+        if abs(itl / objective - 1) <= NEAR_PCT / 100:
+            near.append(f"{_named(t, kinds)} (ITL {itl:.3g} against {objective:.3g} ms)")
+    text += (f"; near a line (within {NEAR_PCT:.0f} points), where a rerun may fall the other way: {', '.join(near)}"
+             if near else f"; no target lies within {NEAR_PCT:.0f} points of either line")
     return text + "."
 
 
-def ttft_spread(tables: dict[str, pd.DataFrame]) -> str:
-    """Per target, the range of P99 TTFT over the fixed budgets: what a small chunk costs in time
-    to first token there, which decides how much room an adaptive chunk has."""
-    parts = []
+def single_budgets(tables: dict[str, pd.DataFrame]) -> set[str]:
+    """The fixed-budget arms with one setting on every target that runs them (stock and the
+    ``max_num_batched_tokens`` sweep), as against budgets derived per target (a Sarathi-style budget
+    from each target's own step costs): only the former is one setting a deployer could carry over."""
+    settings: dict[str, set[str]] = {}
+    for t in tables.values():
+        for arm, setting in t.loc[t.kind == "fixed budget", ["arm", "settings"]].itertuples(index=False):
+            settings.setdefault(arm, set()).add(setting)
+    return {a for a, seen in settings.items() if len(seen) == 1}
+
+
+def _spreads(tables: dict[str, pd.DataFrame]) -> dict[str, tuple[float, float]]:
+    """Per target, the least and largest P99 TTFT over the single fixed budgets (:func:`single_budgets`)."""
+    singles = single_budgets(tables)
+    out = {}
     for target, t in tables.items():
-        fixed = t[t.kind == "fixed budget"]
-        lo, hi = fixed[TTFT].min(), fixed[TTFT].max()
-        parts.append(f"{target} {lo:.0f}-{hi:.0f} ms ({100 * (hi / lo - 1):.0f}% apart)")
+        ttft = t.loc[t.arm.isin(singles), TTFT].dropna()
+        if len(ttft):
+            out[target] = (float(ttft.min()), float(ttft.max()))
+    return out
+
+
+def ttft_spread(tables: dict[str, pd.DataFrame]) -> str:
+    """Per target, the range of P99 TTFT over the single fixed budgets (:func:`single_budgets`): what a
+    small chunk costs in time to first token there, which decides how much room an adaptive chunk has.
+    A budget derived per target is left out: on the CPU engine it is far below the sweep's smallest."""
+    parts = [f"{target} {lo:.0f}-{hi:.0f} ms ({100 * (hi / lo - 1):.0f}% apart)"
+             for target, (lo, hi) in _spreads(tables).items()]
     return "; ".join(parts) if parts else "no baselines run"
+
+
+def ttft_premise(tables: dict[str, pd.DataFrame], kinds: dict[str, str]) -> str:
+    """Does the study's premise hold, that a small chunk costs little TTFT on the CPU engine and much on
+    a GPU? It holds where every measured (CPU) target's TTFT spread over the single fixed budgets
+    (:func:`ttft_spread`) is below every simulated one's, fails where every measured spread is above
+    them, and is mixed otherwise. ``kinds``: target -> "measured" or "simulated"."""
+    pct = {t: 100 * (hi / lo - 1) for t, (lo, hi) in _spreads(tables).items()}
+    measured = [p for t, p in pct.items() if kinds.get(t) == "measured"]
+    simulated = [p for t, p in pct.items() if kinds.get(t) == "simulated"]
+    if not measured or not simulated:
+        return "not testable: it needs a measured and a simulated baselines run"
+
+    def span(v: list[float]) -> str:
+        lo, hi = f"{min(v):.0f}%", f"{max(v):.0f}%"
+        return lo if lo == hi else f"{lo[:-1]}-{hi}"
+
+    if max(measured) < min(simulated):
+        verdict = "holds: the measured spread is below every simulated one"
+    elif min(measured) > max(simulated):
+        verdict = "does not hold: the measured spread is above every simulated one"
+    else:
+        verdict = "is mixed: the measured and simulated spreads overlap"
+    return f"the premise {verdict} ({span(measured)} measured, {span(simulated)} simulated)"

@@ -216,8 +216,10 @@ def check(p: Prediction, rules: Rules) -> tuple[str, ...]:
     """Why a design cannot show anything, one sentence per reason with its numbers (empty: fine)."""
     problems = []
     if p.stall_share < rules.min_stall_share:
-        problems.append(f"stock's prefill stalls are predicted at {p.stall_share:.2%} of inter-token gaps, below the "
-                        f"{rules.min_stall_share:.1%} a pooled P99 reliably sees: the comparison would be a coin toss")
+        # Both to three digits: at one precision each, 0.249% below 0.25% printed as "0.25%, below the 0.2%".
+        problems.append(f"stock's prefill stalls are predicted at {100 * p.stall_share:.3g}% of inter-token gaps, "
+                        f"below the {100 * rules.min_stall_share:.3g}% a pooled P99 reliably sees: the comparison "
+                        "would be a coin toss")
     if p.stall_s < rules.min_stall_over_target * p.target_s:
         problems.append(f"DLFP's target interval {p.target_s * 1e3:.1f} ms is not below the predicted stall "
                         f"{p.stall_s * 1e3:.1f} ms by {rules.min_stall_over_target}x: DLFP would have nothing to cut")

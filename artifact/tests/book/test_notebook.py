@@ -21,6 +21,7 @@ from dlfp.paths import REPO_ROOT
 from dlfp.studies.generalization import STUDY_RUNS, StudyRun
 from dlfp.trials.manifest import normalized_config
 from dlfp.trials.provenance import repo_root
+from tests.hub import hf_cache
 
 CONFIGS = REPO_ROOT / "configs"
 CPU_DEFAULT = str(CONFIGS / "cpu-default.yaml")
@@ -119,6 +120,29 @@ def test_generalization_plan_of_the_defaults_is_the_committed_ladder() -> None:
     for path, cfg in plan:
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
         assert normalized_config(manifest["config"]) == normalized_config(cfg.raw), path.name
+
+
+def test_generalization_plan_keeps_a_checkpoint_path_or_hub_id_inside_the_runs_folder(tmp_path: Path) -> None:
+    """A cluster names real checkpoints by path or hub id: each run folder is one level below ``out_root``
+    (where the results chapter looks), named by the checkpoint's last component; a hub id is looked up in
+    the cache the overrides name, as the trials will read it."""
+    ckpt = tmp_path / "ckpt" / "Qwen3-Tiny"
+    ckpt.mkdir(parents=True)
+    (ckpt / "config.json").write_text((REPO_ROOT / "artifact/dlfp/model_configs/qwen3-tiny/config.json").read_text())
+    hf_cache(tmp_path / "hf", "Org/Tiny-Hub")
+    runs = tmp_path / "runs"
+    plan = generalization_plan(CPU_LADDER, [f"{ckpt}/", "Org/Tiny-Hub"], [1], str(runs),
+                               {"engine": {"download_dir": str(tmp_path / "hf")}})
+    assert [p for p, _ in plan] == [runs / "Qwen3-Tiny-tp1", runs / "Tiny-Hub-tp1"]
+    assert [c.engine.model for _, c in plan] == [f"{ckpt}/", "Org/Tiny-Hub"]
+    assert [c.name for _, c in plan] == ["cpu-generalization-Qwen3-Tiny-tp1", "cpu-generalization-Tiny-Hub-tp1"]
+    with pytest.raises(ValueError, match=r"notebook parameter 'models' has 'Org/Tiny-Hub'.*not found"):
+        generalization_plan(CPU_LADDER, ["Org/Tiny-Hub"], [1], str(runs), {})  # not in the default cache
+    twin = tmp_path / "other" / "Qwen3-Tiny"
+    twin.mkdir(parents=True)
+    (twin / "config.json").write_text((ckpt / "config.json").read_text())
+    with pytest.raises(ValueError, match="would both run in 'Qwen3-Tiny'"):
+        generalization_plan(CPU_LADDER, [str(ckpt), str(twin)], [1], str(runs), {})
 
 
 def test_generalization_plan_names_an_unknown_model() -> None:

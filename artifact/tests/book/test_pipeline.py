@@ -138,7 +138,8 @@ def test_effective_parameters_of_the_a100_target() -> None:
     target = load_target(PARAMS / "a100.yaml")
     params = notebook_parameters("data/runs/a100", "data/runs/gen-a100", "data/runs/sim", reduced=False)
     p00 = effective_parameters(REPO_ROOT, "00_verify", params, target)
-    assert p00 == {**DECLARED["00_verify"], "model": "qwen3-0.6b", "dtype": "bfloat16", "tensor_parallel_size": 1}
+    assert p00 == {**DECLARED["00_verify"], "model": "qwen3-0.6b", "dtype": "bfloat16", "tensor_parallel_size": 1,
+                   "overrides": target["overrides"]}  # its download_dir: the cache a hub id is read from
     p01 = effective_parameters(REPO_ROOT, "01_paired_trials", params, target)
     assert p01 == {**DECLARED["01_paired_trials"], "config": "configs/a100.yaml", "overrides": target["overrides"],
                    "run_dir": "data/runs/a100"}

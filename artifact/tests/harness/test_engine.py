@@ -7,7 +7,6 @@ each, through the stamped multiprocess executor).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -30,8 +29,9 @@ from dlfp.harness.engine import (
     omp_bind,
     start_engine,
 )
-from dlfp.paths import CONFIG_ROOT, model_path, weight_files
+from dlfp.paths import model_path, weight_files
 from dlfp.trials.config import parse_config
+from tests.hub import hf_cache
 
 
 def engine(**settings: Any) -> EngineSpec:
@@ -75,20 +75,6 @@ def test_setting_types_come_from_defaults_and_annotations() -> None:
 def test_bad_settings_are_refused_naming_the_field(settings: dict[str, Any], field: str, allowed: str) -> None:
     with pytest.raises(ValueError, match=rf"'{field}'.*{allowed}"):
         engine(**settings)
-
-
-def hf_cache(root: Path, repo: str, weights: bool = True) -> Path:
-    """A Hugging Face hub cache holding ``repo`` as ``hf download`` leaves it (one snapshot)."""
-    folder = root / f"models--{repo.replace('/', '--')}"
-    snapshot = folder / "snapshots" / "0123abcd"
-    snapshot.mkdir(parents=True)
-    (folder / "refs").mkdir()
-    (folder / "refs" / "main").write_text("0123abcd")
-    (snapshot / "config.json").write_text((CONFIG_ROOT / "qwen3-tiny" / "config.json").read_text())
-    (snapshot / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 4096}))
-    if weights:
-        (snapshot / "model.safetensors").write_bytes(b"")
-    return snapshot
 
 
 def test_real_checkpoint_by_hub_id_from_an_offline_cache(tmp_path: Path) -> None:

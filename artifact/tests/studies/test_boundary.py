@@ -23,9 +23,13 @@ def test_boundary_in_words() -> None:
                        "of the 2 points from there on do")
     assert "no boundary inside the sweep" in classified(_sweep([(0.3, 40, 20, 60), (2.0, 50, 30, 70)]))[1]
     at, worse = classified(_sweep([(0.3, -40, -60, -20), (2.0, 5, -30, 40)]))
-    assert "no detectable gain anywhere" in worse and "detectably worse than stock at 0.3%" in worse
+    assert worse == ("DLFP shows no detectable gain anywhere in the sweep, though gains up to 40% are not ruled out "
+                     "(the highest upper end of a point's 95% interval); DLFP is detectably worse than stock at 0.3%")
     assert at["loss"] == [0.3]
-    assert classified(_sweep([(1.0, 5, math.nan, math.nan)]))[0]["untested"] == [1.0]
+    assert classified(_sweep([(0.3, -40, -60, -20)]))[1] == ("DLFP shows no detectable gain anywhere in the sweep; "
+                                                              "DLFP is detectably worse than stock at 0.3%")
+    at, untested = classified(_sweep([(1.0, 5, math.nan, math.nan)]))
+    assert at["untested"] == [1.0] and untested == "not tested: no point of the sweep has an interval (1 point)"
     assert classified(_sweep([]))[1] == "no sweep runs"
 
 

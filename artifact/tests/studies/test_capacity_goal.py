@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from dlfp.studies.capacity_goal import goal_table, ratio, sentence, verdict
+from dlfp.studies.capacity_goal import goal_table, halves, ratio, sentence, verdict
 
 
 def _trials(caps: dict[str, list[float]], target: str = "t", level: str = "tight") -> list[dict]:
@@ -52,4 +52,16 @@ def test_the_goal_table_judges_each_target_against_its_own_best_budget_and_the_s
     text = sentence(goal.reset_index())
     assert "within 10% on 1 and short of it on 1 of 2" in text
     assert "above the best single budget (mbt-512) on a (tight)" in text
+    assert text.endswith("the goal's first half (within 10% everywhere) is not met, its second (above the single "
+                         "budget somewhere) met.")
     assert "yet" in sentence(goal.iloc[0:0])
+
+
+@pytest.mark.parametrize(("within", "above", "expected"), [
+    (["within", "within"], ["above", "below"], ("met", "met")),
+    (["within", "short"], ["below", "below"], ("not met", "not met")),
+    (["within", "undecided"], ["below", "undecided"], ("undecided", "undecided")),
+    (["short", "undecided"], ["undecided", "above"], ("not met", "met"))])
+def test_each_half_of_the_goal_comes_out_every_way(within: list[str], above: list[str],
+                                                    expected: tuple[str, str]) -> None:
+    assert halves(pd.DataFrame({"within 10%": within, "above single": above})) == expected

@@ -53,7 +53,14 @@ def test_a_source_with_no_row_has_no_column() -> None:
 
 def test_a_cell_marks_each_verdict_kind() -> None:
     assert cell(_rows(("c", CPU, "1 failed", "not reproduced"))) == "✗ 1 failed"
-    assert legend() == "✓ reproduced, ✗ not reproduced, – not testable here"
+    assert legend() == ("✓ reproduced, ✗ not reproduced, – not testable here; * the run's scaled design makes this "
+                        "outcome likely")
+
+
+def test_a_row_the_design_implies_is_starred() -> None:
+    rows = _rows(("c", CPU, "59.2% (paired 95% CI 44.6 to 73.8%)", "reproduced"), ("c", CPU, "2 ms", "reproduced"))
+    rows.loc[0, "design"] = "implied by the scaled design (stall_share=0.03)"
+    assert cell(rows) == "✓* 59.2% · ✓ 2 ms"
 
 
 def test_every_declared_claim_gets_a_label_in_words() -> None:
