@@ -331,3 +331,16 @@ def test_a_missing_glue_is_a_problem_not_a_pass(tmp_path, glues) -> None:
     path.write_text(json.dumps(nb), encoding="utf-8")
     assert vc.check_notebook(path) == ["the rendered notebook has no HTML glue 'claims_counts': re-render it"]
     assert copy.deepcopy(glues) == glues  # the module's glues were not touched
+
+
+@pytest.mark.parametrize(("spread", "premise", "ok"), [
+    ("cpu-tiny 126-187 ms (49% apart); a100-qwen3-8b 280-296 ms (6% apart)", "the premise does not hold: ...", True),
+    ("cpu-tiny 126-187 ms (49% apart); a100-qwen3-8b 280-296 ms (6% apart)", "the premise holds: ...", False),
+    ("cpu-tiny 100-105 ms (5% apart); a100-qwen3-8b 100-150 ms (50% apart)", "the premise holds: ...", True),
+    ("cpu-tiny 100-130 ms (30% apart); a 1-1 ms (20% apart); b 1-1 ms (40% apart)", "the premise is mixed: ...", True),
+    ("cpu-tiny 100-130 ms (30% apart); a 1-1 ms (20% apart); b 1-1 ms (40% apart)", "the premise holds: ...", False),
+    ("cpu-tiny 100-106 ms (6% apart); a 1-1 ms (6% apart)", "the premise holds: ...", True),  # rounding: open
+    ("a100-qwen3-8b 280-296 ms (6% apart)", "not testable: it needs a measured and a simulated baselines run", True),
+])
+def test_a_premise_the_spreads_do_not_allow_is_flagged(spread: str, premise: str, ok: bool) -> None:
+    assert (vc.check_ttft_premise(spread, premise) == []) is ok

@@ -699,6 +699,40 @@ def check_headline_effects(glues: Mapping[str, Mapping[str, str]]) -> list[str]:
 # --- the whole notebook ----------------------------------------------------------------------------------------
 
 
+# --- the baselines' TTFT premise --------------------------------------------------------------------------------
+
+
+PREMISE = ("holds", "does not hold", "is mixed")
+"""The premise sentence's verdicts, as it words them."""
+
+
+def premise_verdicts(measured: list[Shown], simulated: list[Shown]) -> set[str]:
+    """The premise verdicts the rounded spreads allow: *holds* where every measured (CPU) spread is below
+    every simulated one, *does not hold* where every one is above, *is mixed* otherwise."""
+    if max(m.high for m in measured) < min(s.low for s in simulated):
+        return {"holds"}
+    if min(m.low for m in measured) > max(s.high for s in simulated):
+        return {"does not hold"}
+    surely_not_below = max(m.low for m in measured) >= min(s.high for s in simulated)
+    surely_not_above = min(m.high for m in measured) <= max(s.low for s in simulated)
+    return {"is mixed"} if surely_not_below and surely_not_above else set(PREMISE)
+
+
+def check_ttft_premise(spread: str, premise: str) -> list[str]:
+    """The premise sentence against the spreads it judges ("t lo-hi ms (p% apart)"; a ``cpu-`` target is
+    the measured one, every other a modeled accelerator)."""
+    pct = {t: Shown.parse(p) for t, p in re.findall(r"(\S+) \d+-\d+ ms \((\d+)% apart\)", spread)}
+    measured = [v for t, v in pct.items() if t.startswith("cpu-")]
+    simulated = [v for t, v in pct.items() if not t.startswith("cpu-")]
+    if not measured or not simulated:
+        return [] if premise.startswith("not testable") else [f"premise {premise!r} judged without both kinds"]
+    m = re.match(r"the premise (holds|does not hold|is mixed)\b", premise)
+    allowed = premise_verdicts(measured, simulated)
+    if m is None or m.group(1) not in allowed:
+        return [f"premise {premise!r}: the spreads ({spread}) allow only {sorted(allowed)}"]
+    return []
+
+
 def check_notebook(path: str | Path) -> list[str]:
     """Every check above on one executed results notebook; a missing glue is a problem, not a skip."""
     glues = read_glues(path)
@@ -712,6 +746,8 @@ def check_notebook(path: str | Path) -> list[str]:
         out += check_sim_pattern(glues)
         out += check_headline_effects(glues)
         out += check_effect_words(plain_texts(glues))
+        out += check_ttft_premise(glued_text(glues, "baselines_ttft_spread"),
+                                  glued_text(glues, "baselines_ttft_premise"))
     except KeyError as exc:
         out = [str(exc.args[0])]
     return out
