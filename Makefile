@@ -138,15 +138,16 @@ gpu-check: setup
 #   make gpu-calibrate PYTHON_GPU=.venv/bin/python GPU_BASE=a100 GPU_MODELS=qwen3-tiny \
 #     GPU_CAL_ARGS="--device cpu --dtype float32 --quick" GPU_OUT=/tmp/cpu-measured.yaml
 PYTHON_GPU ?= python3
-GPU_BASE ?= h200
+# GPU_BASE: the base profile (a shipped name or a YAML path); empty: the shipped one this GPU's name names.
+GPU_BASE ?=
 GPU_MODELS ?= qwen3-0.6b,qwen3-8b
-GPU_OUT ?= data/runs/local/gpu-calibrate/$(GPU_BASE)-measured.yaml
+GPU_OUT ?= data/runs/local/gpu-calibrate/$(if $(GPU_BASE),$(notdir $(basename $(GPU_BASE)))-)measured.yaml
 GPU_MAX_SECONDS ?= 600
 GPU_CAL_ARGS ?=
 .PHONY: gpu-calibrate
 gpu-calibrate:
 	mkdir -p $(dir $(GPU_OUT))
-	PYTHONPATH=artifact$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON_GPU) -m dlfp.sim.gpucal --base $(GPU_BASE) \
+	PYTHONPATH=artifact$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON_GPU) -m dlfp.sim.gpucal $(if $(GPU_BASE),--base $(GPU_BASE)) \
 	  --models $(GPU_MODELS) --max-seconds $(GPU_MAX_SECONDS) --out $(GPU_OUT) $(GPU_CAL_ARGS)
 
 # Commit the built book (_build/html) to this repository's gh-pages branch and push it to

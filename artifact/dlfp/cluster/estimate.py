@@ -1,12 +1,15 @@
 """How long a batch job needs, derived from the configs it runs (pure arithmetic).
 
-A paired-trial run costs, per arm still missing, one engine start plus the workload's arrival
-span (``n_requests / rate_rps``), and, when the run has not started yet, one pre-flight (the
-design's measurement on a fresh engine: an engine start plus about a minute of probes). A job's
-limit is that sum times :data:`MARGIN` plus :data:`FIXED_S` for imports, papermill and the
-drain of the last requests. Under a *scaled* design the pre-flight sets the arrival rate, so the
-config's ``rate_rps`` is a stand-in: the margin covers the difference, and a job that still runs
-out of time is stopped by SLURM (SIGTERM), keeps its finished arms, and resumes on resubmission.
+A paired-trial run costs, per arm still missing, one engine start plus the arrival span of the
+engine's warm-up requests and the workload (``(warmup_requests + n_requests) / rate``), and, when
+the run has not started yet, one pre-flight (the design's measurement on a fresh engine: an engine
+start plus about a minute of probes). A job's limit is that sum times :data:`MARGIN` plus
+:data:`FIXED_S` for imports, papermill and the drain of the last requests. Under a *scaled*
+design the pre-flight sets the arrival rate, so the config's ``rate_rps`` is only a stand-in: the
+plan (:mod:`dlfp.cluster.plan`) passes a better :class:`Rate` where it has one (the rate a started
+run's pre-flight derived, else the one the modeled study derived for the same model and TP size),
+the margin covers the rest, and a job that still runs out of time is stopped by SLURM (SIGTERM),
+keeps its finished arms, and resumes on resubmission.
 
 Engine starts are parameters: :data:`GPU_ENGINE_START_S` is an assumption for vLLM 0.32 with
 CUDA graphs on an A100 (not measured here: no GPU); :data:`CPU_ENGINE_START_S` is measured on
@@ -35,6 +38,19 @@ BOOK_S = 900.0
 
 
 @dataclass(frozen=True)
+class Rate:
+    """An arm's arrival rate (requests per second) and where it comes from, for the estimate's basis."""
+
+    rps: float
+    source: str
+
+
+def config_rate(workload: Mapping[str, Any]) -> Rate:
+    """The config's own ``rate_rps``: the real rate of a fixed design, a stand-in under a scaled one."""
+    return Rate(float(workload["rate_rps"]), "the config's rate")
+
+
+@dataclass(frozen=True)
 class RunCost:
     """What is left to do in one run folder: arms missing, and whether its pre-flight is still due."""
 
@@ -43,6 +59,8 @@ class RunCost:
     arm_span_s: float
     engine_start_s: float
     preflight_due: bool
+    load_basis: str = ""
+    """How ``arm_span_s`` was derived: requests, warm-up, the rate and its source."""
 
     @property
     def seconds(self) -> float:
@@ -53,19 +71,23 @@ class RunCost:
         parts = [f"{self.missing_arms} arm(s) x ({self.engine_start_s:.0f} s start + {self.arm_span_s:.0f} s load)"]
         if self.preflight_due:
             parts.append(f"pre-flight {self.engine_start_s + PROBE_S:.0f} s")
-        return f"{self.label}: " + " + ".join(parts)
+        return f"{self.label}: " + " + ".join(parts) + (f"; load: {self.load_basis}" if self.load_basis else "")
 
 
-def arm_span_s(workload: Mapping[str, Any]) -> float:
-    """Seconds of open-loop arrivals in one arm: requests over the config's arrival rate."""
-    return float(workload["n_requests"]) / float(workload["rate_rps"])
+def arm_span_s(workload: Mapping[str, Any], warmup_requests: int = 0, rate: Rate | None = None) -> float:
+    """Seconds of open-loop arrivals in one arm: its engine's warm-up requests (replayed at the
+    workload's arrival times, then discarded) and its workload, at ``rate`` (default: the config's)."""
+    return (warmup_requests + float(workload["n_requests"])) / (rate or config_rate(workload)).rps
 
 
 def run_cost(label: str, workload: Mapping[str, Any], units: Sequence[Mapping[str, Any]], started: bool,
-             engine_start_s: float) -> RunCost:
+             engine_start_s: float, warmup_requests: int = 0, rate: Rate | None = None) -> RunCost:
     """The cost of a run given its planned units (or its manifest's, when it has started)."""
+    rate = rate or config_rate(workload)
     missing = sum(1 for u in units if u.get("status") != "complete")
-    return RunCost(label, missing, arm_span_s(workload), engine_start_s, preflight_due=not started)
+    basis = f"({warmup_requests} warm-up + {workload['n_requests']} requests) at {rate.rps:.3g} req/s, {rate.source}"
+    return RunCost(label, missing, arm_span_s(workload, warmup_requests, rate), engine_start_s,
+                   preflight_due=not started, load_basis=basis)
 
 
 def limit_s(work_s: float) -> float:

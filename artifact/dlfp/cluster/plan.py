@@ -10,13 +10,16 @@ Jobs, in dependency order (each waits for the previous stage to succeed, ``after
 
 Resubmission re-plans from the run folders: a run whose manifest says ``complete`` gets no job
 (an interrupted or failed one is resumed by its job: finished arms are kept), ``verify`` runs
-only when something is measured or the book lacks its page, and ``book`` always runs. The
+only when something is measured or the book lacks its page, and ``book`` always runs. A folder
+its job would refuse (a run of another config, or an unfinished run that started at another
+commit than this checkout's) is a problem of the plan, and nothing is submitted. The
 modeled study of notebook 02 (simulated, CPU only) is run by the first generalization job when
 it is incomplete, with the other generalization jobs waiting for that one so no two jobs write
 one run folder; without generalization jobs the book job runs it.
 
 Every job is ``dlfp pipeline --only ...`` with the notebook parameters the pipeline itself would
-pass (:func:`dlfp.book.pipeline.effective_parameters`), so the plan reads the configs the notebooks run.
+pass (:func:`dlfp.book.pipeline.effective_parameters`), so the plan reads the configs the notebooks run,
+and with its kernels' output in ``jobs/<name>/logs`` (``--logs``), so concurrent jobs write apart.
 """
 
 from __future__ import annotations
@@ -96,29 +99,31 @@ def _call(fn: Callable[..., Any], values: Mapping[str, Any]) -> Any:
     return fn(**{name: values[name] for name in inspect.signature(fn).parameters if name in values})
 
 
-def _state(run_dir: Path, cfg: TrialConfig) -> tuple[bool, list[dict[str, Any]], bool, bool]:
-    """(complete, units, started, same config) of a run folder; a foreign or corrupt one is refused by name."""
-    from dlfp.trials.manifest import (  # the runner's own comparison, so the plan agrees with it
-        normalized_config,
-        plan_units,
-    )
+def _manifest(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's manifest, None before its run started; a corrupt one is refused by name."""
+    return read_manifest(run_dir) if (run_dir / MANIFEST).is_file() else None
 
-    if not (run_dir / MANIFEST).is_file():
-        return False, plan_units(cfg), False, True
-    manifest = read_manifest(run_dir)
-    same = normalized_config(manifest["config"]) == normalized_config(cfg.raw)
-    return manifest["status"] == "complete", manifest["units"], True, same
+
+def _model_tp(cfg: TrialConfig) -> tuple[str, int]:
+    """(model, TP size) a run measures or models (a simulated run's TP is its modeled one)."""
+    if cfg.engine.sim is None:
+        return cfg.engine.model, cfg.engine.tensor_parallel_size
+    from dlfp.sim.config import SimConfig
+
+    return cfg.engine.model, SimConfig(**cfg.engine.sim).tp
 
 
 class _Planner:
     """The target's notebook parameters and the run folders' state, read once per plan."""
 
-    def __init__(self, layout: Layout, gpus: bool, engine_start_s: float | None) -> None:
+    def __init__(self, layout: Layout, gpus: bool, engine_start_s: float | None, allow_dirty: bool) -> None:
         self.layout = layout
         self.gpus = gpus
         self.engine_start_s = engine_start_s
+        self.allow_dirty = allow_dirty
         self.target = load_target(layout.params)
         self.problems: list[str] = []
+        self.modeled_rates: dict[tuple[str, int], estimate.Rate] = {}
 
     def real_start_s(self) -> float:
         if self.engine_start_s is not None:
@@ -140,14 +145,61 @@ class _Planner:
         return ("--root", str(lay.root), "--params", str(lay.params), "--run", str(run),
                 "--gen", str(lay.generalization), "--sim", str(lay.sim), *(("--reduced",) if lay.reduced else ()))
 
+    def learn_rates(self, modeled: list[tuple[Path, TrialConfig]]) -> None:
+        """The arrival rate each complete simulated run's scaled design derived, by model and TP size:
+        a better guess for a real run of the same model and TP than its config's stand-in rate. Of
+        several (one per modeled device), the slowest: the real device is not known here, and a
+        limit too short costs a resubmission, one too long only queue priority."""
+        from dlfp.trials.config import run_config
+
+        for run_dir, cfg in modeled:
+            manifest = _manifest(run_dir)
+            if manifest is None or manifest["status"] != "complete" or "design" not in manifest or not _scaled(cfg):
+                continue
+            rate = estimate.Rate(float(run_config(manifest).workload["rate_rps"]),
+                                 f"the rate the modeled study derived ({run_dir.name})")
+            known = self.modeled_rates.get(_model_tp(cfg))
+            if known is None or rate.rps < known.rps:
+                self.modeled_rates[_model_tp(cfg)] = rate
+
+    def rate(self, cfg: TrialConfig, manifest: dict[str, Any] | None) -> estimate.Rate | None:
+        """The arrival rate a run's missing arms will see, where better known than the config's."""
+        from dlfp.trials.config import run_config
+
+        if manifest is not None and "design" in manifest:
+            return estimate.Rate(float(run_config(manifest).workload["rate_rps"]), "the rate its pre-flight derived")
+        return self.modeled_rates.get(_model_tp(cfg)) if _scaled(cfg) else None
+
+    def refusal(self, run_dir: Path, cfg: TrialConfig, manifest: dict[str, Any]) -> str | None:
+        """Why the job would refuse ``run_dir``, checked as the runner checks it: another config, or
+        (unfinished) a resume at another commit than the run's (:func:`~dlfp.trials.provenance.resume_refusal`)."""
+        from dlfp.trials.manifest import normalized_config  # the runner's own comparison, so the plan agrees
+        from dlfp.trials.provenance import resume_refusal
+
+        if normalized_config(manifest["config"]) != normalized_config(cfg.raw):
+            return ("holds a run of another config, which the job would refuse: move it away, regenerate it, or "
+                    "choose another --runs/--sim")
+        if manifest["status"] == "complete":
+            return None
+        refused = resume_refusal(manifest.get("git"), self.allow_dirty)
+        if refused is None:
+            return None
+        return (f"would fail in its job: {refused}. To change cluster settings for a resubmission without a "
+                "commit, pass them as options (e.g. --time), not in the parameter file")
+
     def cost(self, run_dir: Path, cfg: TrialConfig) -> tuple[bool, estimate.RunCost]:
-        """(complete, what is left) of one run folder; one holding another config is a problem of the plan."""
-        complete, units, started, same = _state(run_dir, cfg)
-        if not same:
-            self.problems.append(f"{run_dir} holds a run of another config, which the job would refuse: move it "
-                                 "away, regenerate it, or choose another --runs/--sim")
+        """(complete, what is left) of one run folder; one its job would refuse is a problem of the plan."""
+        from dlfp.trials.manifest import plan_units
+
+        manifest = _manifest(run_dir)
+        refused = None if manifest is None else self.refusal(run_dir, cfg, manifest)
+        if refused:
+            self.problems.append(f"{run_dir} {refused}")
+        complete = manifest is not None and manifest["status"] == "complete"
+        units = plan_units(cfg) if manifest is None else manifest["units"]
         start = estimate.SIM_ENGINE_START_S if cfg.engine.sim is not None else self.real_start_s()
-        return complete, estimate.run_cost(run_dir.name, cfg.workload, units, started, start)
+        return complete, estimate.run_cost(run_dir.name, cfg.workload, units, manifest is not None, start,
+                                           cfg.warmup_requests, self.rate(cfg, manifest))
 
     def measuring_job(self, name: str, notebook: str, run_dir: Path, cfg: TrialConfig, common: tuple[str, ...],
                       selection: tuple[str, ...] = ()) -> Job | None:
@@ -178,13 +230,19 @@ def _generalization(planner: _Planner, params: dict[str, dict[str, Any]]
     return real, modeled
 
 
-def plan(layout: Layout, gpus: bool = True, engine_start_s: float | None = None) -> Plan:
+def _scaled(cfg: TrialConfig) -> bool:
+    """Does the run's pre-flight set its arrival rate (the config's ``rate_rps`` a stand-in)?"""
+    return cfg.design.kind == "scaled"
+
+
+def plan(layout: Layout, gpus: bool = True, engine_start_s: float | None = None, allow_dirty: bool = False) -> Plan:
     """The jobs still to run for ``layout``; every config is validated here, before any submission.
 
     Runs in the repository root, where the notebooks run, so relative config paths mean the same.
+    ``allow_dirty``: the jobs may resume a run at another commit than the one it started at.
     """
     with contextlib.chdir(layout.root):
-        return _plan(_Planner(layout, gpus, engine_start_s))
+        return _plan(_Planner(layout, gpus, engine_start_s, allow_dirty))
 
 
 def _plan(planner: _Planner) -> Plan:
@@ -194,12 +252,13 @@ def _plan(planner: _Planner) -> Plan:
     params = planner.params(run)
     common = planner.common_args(run)
     skipped: list[tuple[str, str]] = []
+    real, modeled = _generalization(planner, params)
+    planner.learn_rates(modeled)
 
     trials = planner.measuring_job("trials", "01_paired_trials", run, cfg01, common)
     if trials is None:
         skipped.append(("trials", f"{run} is complete"))
 
-    real, modeled = _generalization(planner, params)
     gens: list[Job] = []
     for run_dir, cfg in real:
         selection = ("--models", cfg.engine.model, "--tensor-parallel-sizes", str(cfg.engine.tensor_parallel_size))
@@ -244,7 +303,14 @@ def _plan(planner: _Planner) -> Plan:
     jobs.append(Job("book", BOOK_NOTEBOOKS, (*common, "--only", *BOOK_NOTEBOOKS, "--book-dir", str(layout.book_dir)),
                     0, estimate.BOOK_S + (0.0 if gens else modeled_s), book_basis + (() if gens else modeled_basis),
                     layout.runs / "book.%j.log", tuple(j.name for j in jobs)))
-    return Plan(tuple(jobs), tuple(skipped), layout.runs, layout.book_dir, tuple(notes), tuple(planner.problems))
+    return Plan(tuple(_own_logs(j, layout) for j in jobs), tuple(skipped), layout.runs, layout.book_dir, tuple(notes),
+                tuple(planner.problems))
+
+
+def _own_logs(job: Job, layout: Layout) -> Job:
+    """``job`` with its kernels' output in ``jobs/<name>/logs``: concurrent jobs in one checkout
+    would otherwise all write the pipeline's default ``build/logs/<notebook>.log``."""
+    return replace(job, pipeline_args=(*job.pipeline_args, "--logs", str(layout.jobs / job.name / "logs")))
 
 
 def _after(job: Job, names: list[str]) -> Job:

@@ -1,21 +1,22 @@
 """Plain ``sbatch`` scripts for a :class:`~dlfp.cluster.plan.Plan`, submitted as an ``afterok`` chain.
 
-Each job is a small bash script with ``#SBATCH`` lines (name, log, time limit, GPUs, partition,
-account ...) that activates the environment and runs ``exec python -m dlfp.cli pipeline ...``: the
-pipeline is the job's main process, and SLURM ends the job's remaining processes as soon as that
-exits. At the time limit or on ``scancel`` SLURM sends SIGTERM to all of them; the pipeline waits
-for the notebook kernel to stop its trial and mark the manifest before it exits (:mod:`dlfp.book.pipeline`). No
-``--signal`` or ``--requeue``: the trial runner already keeps every finished arm on SIGTERM and
-marks the manifest interrupted, and a resubmission re-plans from the run folders, so requeueing
-the same script would add nothing but a second way to rerun. Dependencies use
-``--kill-on-invalid-dep=yes``, so a failed job cancels its dependents instead of leaving them
-pending forever. The scripts are kept under the runs folder (``jobs/<name>.sbatch``) and can be
-read or resubmitted by hand.
+Each job is a small bash script with ``#SBATCH`` lines (name, log, time limit, GPUs, CPUs,
+partition, account ...) that activates the environment and runs ``exec python -m dlfp.cli
+pipeline ...``: the pipeline is the job's main process, and SLURM ends the job's remaining
+processes as soon as that exits. At the time limit or on ``scancel`` SLURM sends SIGTERM to all
+of them; the pipeline waits for the notebook kernel to stop its trial and mark the manifest
+before it exits (:mod:`dlfp.book.pipeline`). No ``--signal`` or ``--requeue``: the trial runner
+already keeps every finished arm on SIGTERM and marks the manifest interrupted, and a
+resubmission re-plans from the run folders, so requeueing the same script would add nothing but
+a second way to rerun. Dependencies use ``--kill-on-invalid-dep=yes``, so a failed job cancels
+its dependents instead of leaving them pending forever. The scripts are kept under the runs
+folder (``jobs/<name>.sbatch``) and can be read or resubmitted by hand.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -31,6 +32,15 @@ from dlfp.paths import write_json_atomic, write_text_atomic
 SUBMISSION = "submission.json"
 GPU_REQUESTS = ("gres", "gpus")
 ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}")
+"""``sbatch --time``'s forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM and D-HH:MM:SS."""
+CPUS_PER_GPU = 8
+"""Default ``cpus_per_gpu``. SLURM gives a job one CPU unless the site sets ``DefCpuPerGPU``, and a
+GPU engine keeps several host processes busy (the trial, the engine core, one worker per TP rank):
+on one core they would time each other, not the GPUs."""
+CPUS_WITHOUT_GPU = 4
+"""CPUs of a job without a GPU (the book job) unless ``cpus_per_task`` is set: papermill's kernels,
+the book build, and a modeled study's engine core in its own process."""
 
 
 @dataclass(frozen=True)
@@ -38,14 +48,19 @@ class Slurm:
     """Site settings: where jobs run and in which environment (parameter file ``cluster:`` or options)."""
 
     partition: str | None = None
+    cpu_partition: str | None = None
+    """The partition of jobs without a GPU (the book job), where a site refuses those on its GPU
+    partition; default: ``partition``."""
     account: str | None = None
     gpu_request: str = "gres"
     """``gres``: ``--gres=gpu[:type]:N`` (every SLURM); ``gpus``: ``--gpus=[type:]N`` (cons_tres)."""
     gpu_type: str | None = None
     cpus_per_task: int | None = None
+    """CPUs of every job; default: ``cpus_per_gpu`` per GPU, :data:`CPUS_WITHOUT_GPU` without one."""
+    cpus_per_gpu: int = CPUS_PER_GPU
     mem: str | None = None
     time: str | None = None
-    """Overrides every job's derived time limit (``HH:MM:SS``)."""
+    """Overrides every job's derived time limit, in a form of :data:`SLURM_TIME` (``"8:00:00"``)."""
     exclusive: bool = False
     python: str | None = None
     """The jobs' interpreter; default: the one submitting (its environment is the jobs')."""
@@ -62,8 +77,24 @@ class Slurm:
             raise ValueError(f"cluster setting 'gpu_request' = {self.gpu_request!r} is invalid: allowed {GPU_REQUESTS}")
         if self.python and self.conda_env:
             raise ValueError("cluster settings 'python' and 'conda_env' exclude each other: name one environment")
-        if self.cpus_per_task is not None and (isinstance(self.cpus_per_task, bool) or self.cpus_per_task < 1):
-            raise ValueError(f"cluster setting 'cpus_per_task' = {self.cpus_per_task!r} is invalid: allowed >= 1")
+        for name in ("cpus_per_task", "cpus_per_gpu"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"cluster setting {name!r} = {value!r} is invalid: allowed an integer >= 1")
+        if self.time is not None:
+            _check_time(self.time)
+
+
+def _check_time(value: object) -> None:
+    """Refuse a ``time`` SLURM would misread: YAML reads an unquoted ``8:00:00`` as the base-60
+    integer 28800, which ``--time`` takes as minutes (20 days)."""
+    if not isinstance(value, str):
+        raise ValueError(f"cluster setting 'time' = {value!r} is not text: YAML reads an unquoted time such as "
+                         "8:00:00 as a base-60 number (28800), which SLURM would take as minutes; quote it, e.g. "
+                         'time: "8:00:00" (or "90" for 90 minutes)')
+    if not SLURM_TIME.fullmatch(value):
+        raise ValueError(f"cluster setting 'time' = {value!r} is invalid: allowed a time sbatch --time reads, one of "
+                         'minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (e.g. "8:00:00", "1-12:00:00")')
 
 
 def gpu_option(n: int, slurm: Slurm) -> str | None:
@@ -74,14 +105,26 @@ def gpu_option(n: int, slurm: Slurm) -> str | None:
     return f"--gres=gpu:{slurm.gpu_type + ':' if slurm.gpu_type else ''}{n}"
 
 
+def cpus(job: Job, slurm: Slurm) -> int:
+    """``--cpus-per-task`` of ``job``: ``cpus_per_task`` when set, else by its GPUs."""
+    if slurm.cpus_per_task:
+        return slurm.cpus_per_task
+    return slurm.cpus_per_gpu * job.gpus if job.gpus > 0 else CPUS_WITHOUT_GPU
+
+
+def partition(job: Job, slurm: Slurm) -> str | None:
+    """The partition of ``job`` (None: the site's default): ``cpu_partition`` for a job without a GPU."""
+    return (slurm.cpu_partition if job.gpus <= 0 else None) or slurm.partition
+
+
 def directives(job: Job, slurm: Slurm, root: Path) -> list[str]:
     """The job's ``sbatch`` options, one per ``#SBATCH`` line."""
     opts = [f"--job-name=dlfp-{job.name}", f"--output={job.log}", f"--chdir={root}", "--nodes=1", "--ntasks=1",
             f"--time={slurm.time or slurm_time(job.limit_s)}"]
     opts += [o for o in (gpu_option(job.gpus, slurm),) if o]
-    opts += [f"--partition={slurm.partition}"] if slurm.partition else []
+    opts += [f"--partition={p}" for p in (partition(job, slurm),) if p]
     opts += [f"--account={slurm.account}"] if slurm.account else []
-    opts += [f"--cpus-per-task={slurm.cpus_per_task}"] if slurm.cpus_per_task else []
+    opts.append(f"--cpus-per-task={cpus(job, slurm)}")
     opts += [f"--mem={slurm.mem}"] if slurm.mem else []
     opts += ["--exclusive"] if slurm.exclusive else []
     return opts + list(slurm.sbatch_args)
@@ -157,8 +200,8 @@ def submit(plan: Plan, slurm: Slurm, root: Path) -> dict[str, str]:
         raise
     write_json_atomic(jobs_dir / SUBMISSION, {
         "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "slurm": asdict(slurm),
-        "jobs": [{"name": j.name, "id": ids[j.name], "after": list(j.after), "gpus": j.gpus,
-                  "time_limit": slurm.time or slurm_time(j.limit_s), "log": str(j.log).replace("%j", ids[j.name])}
-                 for j in plan.jobs],
+        "jobs": [{"name": j.name, "id": ids[j.name], "after": list(j.after), "gpus": j.gpus, "cpus": cpus(j, slurm),
+                  "partition": partition(j, slurm), "time_limit": slurm.time or slurm_time(j.limit_s),
+                  "log": str(j.log).replace("%j", ids[j.name])} for j in plan.jobs],
         "skipped": [{"name": n, "reason": r} for n, r in plan.skipped]})
     return ids

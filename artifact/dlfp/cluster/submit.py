@@ -1,9 +1,12 @@
 """``dlfp cluster submit``: the notebooks as a chain of SLURM jobs (see :mod:`dlfp.cluster.plan`).
 
 Settings come from the parameter file's ``cluster:`` mapping, then from the command line, which
-wins. ``--dry-run`` prints the job list (GPUs, time limit, estimate, dependencies, command, log)
-and submits nothing; without it the jobs are submitted and their ids printed. Submitting again
-re-plans from the run folders: complete runs are skipped, interrupted ones resume.
+wins. ``--dry-run`` prints the job list (GPUs, CPUs, partition, time limit, estimate,
+dependencies, command, log) and submits nothing; without it the jobs are submitted and their ids
+printed. Submitting again re-plans from the run folders: complete runs are skipped, interrupted
+ones resume. Both refuse, before anything is queued, what a job would fail on (the plan's
+problems, e.g. an interrupted run that started at another commit), and a submission refuses a
+tree whose code or parameter files (``params/``) differ from its commit, as the runs would.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from dlfp.book.pipeline import load_target
 from dlfp.cluster.estimate import FIXED_S, MARGIN, slurm_time
 from dlfp.cluster.plan import Layout, Plan, cluster_settings, plan
-from dlfp.cluster.sbatch import GPU_REQUESTS, Slurm, command, gpu_option, submit
+from dlfp.cluster.sbatch import CPUS_PER_GPU, GPU_REQUESTS, Slurm, command, cpus, gpu_option, partition, submit
 
 PLAN_KEYS = {"gpus", "engine_start_s"}
 """Cluster settings of the plan itself; the rest are :class:`~dlfp.cluster.sbatch.Slurm` fields."""
@@ -34,7 +37,7 @@ def _shown(path: Path) -> str:
 
 def describe(p: Plan, slurm: Slurm, dry_run: bool) -> str:
     """The job list as a reviewer reads it: one row per job, then each job's command and estimate."""
-    rows = [("job", "GPUs", "GPU request", "time limit", "est. work", "est. GPU-h", "after")]
+    rows = [("job", "GPUs", "GPU request", "CPUs", "partition", "time limit", "est. work", "est. GPU-h", "after")]
     est_gpu_h = max_gpu_h = 0.0
     for j in p.jobs:
         limit = slurm.time or slurm_time(j.limit_s)
@@ -42,7 +45,8 @@ def describe(p: Plan, slurm: Slurm, dry_run: bool) -> str:
         est_gpu_h += gpu_h
         max_gpu_h += j.gpus * j.limit_s / 3600
         everything_before = len(j.after) > 2 and set(j.after) == {i.name for i in p.jobs[:p.jobs.index(j)]}
-        rows.append((j.name, str(j.gpus), gpu_option(j.gpus, slurm) or "-", limit, f"{j.work_s / 60:.0f} min",
+        rows.append((j.name, str(j.gpus), gpu_option(j.gpus, slurm) or "-", str(cpus(j, slurm)),
+                     partition(j, slurm) or "-", limit, f"{j.work_s / 60:.0f} min",
                      f"{gpu_h:.2f}" if j.gpus else "-",
                      "all jobs above" if everything_before else ", ".join(j.after) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -77,12 +81,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="request no GPUs (a CPU target, e.g. params/cpu.yaml)")
     ap.add_argument("--engine-start-s", type=float, help="seconds per engine start, for the time estimates")
     ap.add_argument("--partition")
+    ap.add_argument("--cpu-partition", help="partition of the jobs without a GPU (default: --partition)")
     ap.add_argument("--account")
     ap.add_argument("--gpu-request", choices=GPU_REQUESTS, help="--gres=gpu:N (default) or --gpus=N")
     ap.add_argument("--gpu-type", help="GPU type in the request, e.g. a100")
-    ap.add_argument("--cpus-per-task", type=int)
+    ap.add_argument("--cpus-per-task", type=int, help="CPUs of every job (default: by GPUs, --cpus-per-gpu)")
+    ap.add_argument("--cpus-per-gpu", type=int, help=f"CPUs per GPU of a GPU job (default {CPUS_PER_GPU})")
     ap.add_argument("--mem", help="memory per job, e.g. 64G")
-    ap.add_argument("--time", help="time limit for every job (HH:MM:SS), instead of the estimates")
+    ap.add_argument("--time", help="time limit for every job (e.g. 8:00:00, 1-12:00:00), instead of the estimates")
     ap.add_argument("--exclusive", action="store_true", default=None, help="one job per node (quiet timing)")
     env = ap.add_mutually_exclusive_group()
     env.add_argument("--python", help="the jobs' Python (default: this one)")
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"cluster setting 'gpus' = {gpus!r} is invalid: allowed true or false")
     layout = Layout(root=root, params=args.params.resolve(), runs=args.runs.resolve(), sim=args.sim.resolve(),
                     book_dir=(args.book_dir or root).resolve(), reduced=args.reduced)
-    p = plan(layout, gpus=gpus, engine_start_s=plan_settings.get("engine_start_s"))
+    p = plan(layout, gpus=gpus, engine_start_s=plan_settings.get("engine_start_s"), allow_dirty=slurm.allow_dirty)
     print(describe(p, slurm, args.dry_run))
     if p.problems:
         raise ValueError(f"{len(p.problems)} problem(s) would make jobs fail (listed above); nothing submitted")

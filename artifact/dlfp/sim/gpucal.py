@@ -45,9 +45,14 @@ What it needs: PyTorch, ``transformers``, numpy, scipy, PyYAML and this checkout
 what a GPU node without network has; no vLLM, pyarrow or install of ``dlfp`` (``test_gpucal_bare``
 checks). ``--max-seconds`` fits what a short allocation measured, and says so in the profile.
 
-Run it on a GPU node, with the base whose public specs describe that GPU (``make gpu-calibrate``)::
+The base profile must describe the GPU measured: fitted against another device's peaks and
+bandwidth, the efficiencies would absorb the difference and model neither device. Without
+``--base`` the shipped profile named by the GPU's model is chosen (``NVIDIA A100-SXM4-80GB``:
+``a100``; a GPU with no shipped profile, e.g. an H100, is refused: pass a YAML profile of its
+specs), and a ``--base`` whose ``device`` names another GPU model is refused unless
+``--allow-base-mismatch``. Run it on a GPU node (``make gpu-calibrate``)::
 
-    PYTHONPATH=artifact python3 -m dlfp.sim.gpucal --base h200 --models qwen3-0.6b,qwen3-8b --out h200-measured.yaml
+    PYTHONPATH=artifact python3 -m dlfp.sim.gpucal --models qwen3-0.6b,qwen3-8b --out measured.yaml
 
 and a CPU dry run of the plumbing (seconds; the numbers mean nothing)::
 
@@ -61,6 +66,7 @@ import datetime
 import json
 import math
 import platform
+import re
 import shlex
 import statistics
 import sys
@@ -72,7 +78,7 @@ from pathlib import Path
 import torch
 
 from dlfp.paths import model_path
-from dlfp.sim.costmodel import ModelShape
+from dlfp.sim.costmodel import ModelShape, available_profiles
 from dlfp.sim.gpufit import FACTORS, MIN_EFFICIENCY, Case, Run, Sample, fit_efficiencies, load_base, write_profile
 
 WARMUP = 2
@@ -275,6 +281,48 @@ def _device_name(device: torch.device) -> str:
     return f"CPU {platform.machine()}"
 
 
+GPU_MODEL = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,2}\d{1,4}[A-Za-z]?)(?![A-Za-z0-9])")
+"""A GPU model in a device name: ``A100`` in ``NVIDIA A100-SXM4-80GB``, ``H200`` in ``NVIDIA H200 SXM 141GB``."""
+
+
+def gpu_model(device_name: str) -> str | None:
+    """The GPU model a device name (CUDA's, or a profile's ``device``) names, upper case; None if none."""
+    found = GPU_MODEL.search(device_name)
+    return found.group(1).upper() if found else None
+
+
+def shipped_base(device_name: str) -> str | None:
+    """The shipped profile named by the GPU's model (``a100`` for an A100), None when none is shipped."""
+    model = gpu_model(device_name)
+    return model.lower() if model and model.lower() in available_profiles() else None
+
+
+def base_mismatch(device_name: str, base_device: str) -> str | None:
+    """Why a base profile describing ``base_device`` must not be fitted to ``device_name`` (None: it
+    may; also when either names no GPU model, e.g. a YAML profile of a device of the user's own)."""
+    gpu, base = gpu_model(device_name), gpu_model(base_device)
+    if gpu is None or base is None or gpu == base:
+        return None
+    return (f"--base describes {base_device} ({base}), not this GPU, {device_name} ({gpu}): the fit would take the "
+            f"{base}'s peaks and bandwidth for the {gpu}'s. Omit --base to use the shipped profile of this GPU, pass a "
+            "YAML profile of its public specs, or --allow-base-mismatch to fit against this base anyway")
+
+
+def _choose_base(ap: argparse.ArgumentParser, base: str | None, device: torch.device) -> str:
+    """``--base``, or on a GPU the shipped profile its name names; a CPU dry run must name one."""
+    if base is not None:
+        return base
+    if device.type != "cuda":
+        ap.error("--device cpu: pass --base (a dry run of the plumbing; e.g. --base a100)")
+    name = _device_name(device)
+    chosen = shipped_base(name)
+    if chosen is None:
+        ap.error(f"no shipped cost profile for {name!r} (shipped: {', '.join(available_profiles())}): pass --base "
+                 "with a YAML profile of its public specs (a copy of profiles/a100.yaml with its numbers replaced)")
+    _stderr(f"--base {chosen}: the shipped profile for {name}")
+    return chosen
+
+
 def _versions(device: torch.device) -> str:
     import transformers
 
@@ -311,8 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dlfp sim gpu-calibrate",
         description="Time forward passes of Qwen3-shaped models on this GPU and write a cost profile whose "
                     "matmul, attention and memory efficiencies are fitted to them (source: measured).")
-    ap.add_argument("--base", required=True,
-                    help="profile giving the public specs of this device: a shipped name (a100, h200) or a YAML path")
+    ap.add_argument("--base",
+                    help="profile giving the public specs of this device: a shipped name (a100, h200) or a YAML path "
+                         "(default: the shipped profile this GPU's name names)")
+    ap.add_argument("--allow-base-mismatch", action="store_true",
+                    help="fit against a --base whose device names another GPU model than this one")
     ap.add_argument("--models", default="qwen3-0.6b,qwen3-8b",
                     help="comma-separated shipped model configs or config directories (Qwen3 only)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a dry run of the plumbing")
@@ -348,14 +399,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Validate every argument, measure, fit, write the profile; errors in arguments exit with code 2."""
     ap = build_parser()
     args = ap.parse_args(argv)
-    try:
-        base_raw, base = load_base(args.base)
-    except ValueError as err:
-        ap.error(f"--base: {err}")
     models = _check_models(ap, args.models)
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch.cuda.is_available() is False (no GPU, or a CPU-only torch build); "
                  "use --device cpu for a dry run")
+    device = torch.device(args.device)
+    base_name = _choose_base(ap, args.base, device)
+    try:
+        base_raw, base = load_base(base_name)
+    except ValueError as err:
+        ap.error(f"--base: {err}")
+    mismatch = base_mismatch(_device_name(device), base.device) if device.type == "cuda" else None
+    if mismatch and not args.allow_base_mismatch:
+        ap.error(mismatch)
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.max_seconds is not None and not args.max_seconds > 0:
@@ -366,7 +422,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if out.exists() and not args.force:
         ap.error(f"--out: {str(out)!r} exists; refusing to overwrite it (pass --force)")
 
-    device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
     cases = QUICK_CASES if args.quick else CASES
     timer = args.timer if device.type == "cuda" else "wall"
@@ -390,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _stderr(f"dlfp.sim.gpucal: cannot fit: {err}" + (f" ({stopped}; raise it)" if stopped else ""))
         return 1
     command = shlex.join(["python", "-m", "dlfp.sim.gpucal", *(sys.argv[1:] if argv is None else argv)])
-    run = Run(base=args.base, device=_device_name(device), dtype=args.dtype, timer=timer, repeats=args.repeats,
+    run = Run(base=base_name, device=_device_name(device), dtype=args.dtype, timer=timer, repeats=args.repeats,
               versions=_versions(device), date=date, command=command, measuring_s=elapsed, stopped=stopped)
     profile = write_profile(out, fit, samples, base_raw, run, args.name or f"{base.name}-measured")
 
@@ -399,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if factor not in fit.measured:
             _stderr(f"warning: {factor} kept at the base's {value}: no sample depends on it enough to fit it")
         elif value in (1.0, MIN_EFFICIENCY):
-            _stderr(f"warning: {factor} = {value} sits at its bound: does --base {args.base} describe this device?")
+            _stderr(f"warning: {factor} = {value} sits at its bound: does --base {base_name} describe this device?")
     print(f"{out}: " + ", ".join(f"{f} {getattr(profile, f):.4g} ({'measured' if f in fit.measured else 'base'})"
                                  for f in FACTORS)
           + f"; relative error p50/p90 in-sample {fit.in_sample_p50:.1%}/{fit.in_sample_p90:.1%}, "

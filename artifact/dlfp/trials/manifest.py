@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import os
 import platform
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
@@ -132,18 +133,47 @@ def missing_units(manifest: dict[str, Any]) -> list[str]:
     return [f"trial-{u['trial']}/{u['arm']}" for u in manifest["units"] if u["status"] != "complete"]
 
 
+NO_FLOCK = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK)
+"""``flock`` errors of a filesystem that does not implement it (Lustre mounted without ``-o flock``)."""
+
+
 @contextlib.contextmanager
 def exclusive(out: Path) -> Iterator[None]:
     """Hold the run folder for this process: a second ``dlfp trial`` into it (a resubmitted job
     while the first still runs) is refused instead of writing the same units twice. The lock is
-    ``flock`` on a file beside the folder, released by the kernel however this process ends."""
+    ``flock`` on a file beside the folder, released by the kernel however this process ends; on a
+    filesystem without ``flock`` a POSIX record lock (``lockf``) on the same file, which network
+    filesystems implement more often (and which excludes other processes, not this one's)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = out.parent / f".{out.name}.dlfp-lock"
+    with open(lock, "a+") as fh:
+        _lock(fh, out, lock)
+        yield
+
+
+def _lock(fh: IO[str], out: Path, lock: Path) -> None:
+    """Take ``lock`` (open as ``fh``) for ``out`` without waiting: ``flock``, else ``lockf``."""
     import fcntl
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f".{out.name}.dlfp-lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunFolderError(f"{out} is being written by another dlfp process; wait for it to finish "
-                                 "(or stop it), then rerun to resume") from None
-        yield
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        raise _busy(out) from None
+    except OSError as exc:
+        if exc.errno not in NO_FLOCK:
+            raise
+    try:
+        fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):  # lockf's two answers for a lock held elsewhere
+            raise _busy(out) from None
+        raise RunFolderError(
+            f"cannot lock {lock}: its filesystem supports neither flock nor POSIX locks ({exc.strerror}). On "
+            "Lustre, mount it with -o flock (ask the administrators), or put --out/--runs on a filesystem with "
+            "locks: without one, two jobs could write the same run folder") from None
+
+
+def _busy(out: Path) -> RunFolderError:
+    return RunFolderError(f"{out} is being written by another dlfp process; wait for it to finish "
+                          "(or stop it), then rerun to resume")

@@ -136,12 +136,28 @@ def resume_record(recorded: dict[str, Any] | None, allow_dirty: bool = False,
     now = start_record(allow_dirty, root)  # refuses a dirty tree unless allowed
     if now["commit"] is not None and now["commit"] == recorded.get("commit") and not now["dirty"]:
         return recorded
-    if not now["allow_dirty"]:
-        raise ProvenanceError(
-            f"refusing to resume: this run started at commit {str(recorded.get('commit'))[:10]}, the tree is at "
-            f"{str(now['commit'])[:10]}; finishing it with other code would mix two versions in one run. Check out "
-            "the run's commit to finish it, start a new run folder, or pass --allow-dirty (recorded)")
+    refusal = _other_commit(recorded, now["commit"], now["allow_dirty"])
+    if refusal:
+        raise ProvenanceError(refusal)
     return {**recorded, "dirty": True, "resumes": [*recorded.get("resumes", []), now]}
+
+
+def _other_commit(recorded: dict[str, Any], commit: str | None, allowed: bool) -> str | None:
+    """Why a run started at ``recorded['commit']`` may not be resumed by the code of ``commit``
+    (None: it may, being the same commit, or resuming at another one is allowed)."""
+    if allowed or (commit is not None and commit == recorded.get("commit")):
+        return None
+    return (f"refusing to resume: this run started at commit {str(recorded.get('commit'))[:10]}, the tree is at "
+            f"{str(commit)[:10]}; finishing it with other code would mix two versions in one run. Check out "
+            "the run's commit to finish it, start a new run folder, or pass --allow-dirty (recorded)")
+
+
+def resume_refusal(recorded: dict[str, Any] | None, allow_dirty: bool = False,
+                   root: Path | None = None) -> str | None:
+    """What :func:`resume_record` would refuse a job resuming the run ``recorded`` at this checkout's
+    commit (None: nothing), asked before the job exists: ``dlfp cluster submit`` lists it instead of
+    queueing a job that fails inside its notebook. A dirty tree is :func:`start_record`'s to refuse."""
+    return _other_commit(dict(recorded or {}), git_state(root)["commit"], _allowed_by(allow_dirty) is not None)
 
 
 def _relative(root: Path, path: Path) -> str | None:

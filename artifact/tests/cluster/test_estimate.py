@@ -1,7 +1,8 @@
 """``dlfp.cluster.estimate``: a job's time is plain arithmetic on its configs, as the module
 docstring states it: per missing arm one engine start plus the arrival span ``n_requests /
-rate_rps``, one pre-flight (engine start plus probes) when the run has not started, times
-:data:`MARGIN` plus :data:`FIXED_S`, in whole minutes, written the way ``sbatch --time`` reads it.
+rate_rps`` (warm-up requests included, at a better-known rate where the plan has one), one
+pre-flight (engine start plus probes) when the run has not started, times :data:`MARGIN` plus
+:data:`FIXED_S`, in whole minutes, written the way ``sbatch --time`` reads it.
 
 ``tests/cluster/test_plan.py`` checks that planned jobs' limits are whole minutes above their work;
 here are the exact numbers, the counting of missing arms (against a committed manifest and a
@@ -24,6 +25,7 @@ from dlfp.cluster.estimate import (
     FIXED_S,
     MARGIN,
     PROBE_S,
+    Rate,
     RunCost,
     arm_span_s,
     limit_s,
@@ -43,6 +45,20 @@ def test_the_documented_constants() -> None:
 def test_arm_span_is_requests_over_rate() -> None:
     assert arm_span_s({"n_requests": 100, "rate_rps": 4.0}) == 25.0
     assert arm_span_s({"n_requests": 60, "rate_rps": 6.28, "classes": []}) == pytest.approx(9.554, abs=1e-3)
+
+
+def test_arm_span_counts_the_engines_warm_up_at_the_rate_given() -> None:
+    """Every engine replays its warm-up requests before the measured workload, at the same arrivals."""
+    workload = {"n_requests": 100, "rate_rps": 4.0}
+    assert arm_span_s(workload, warmup_requests=16) == 29.0
+    assert arm_span_s(workload, 16, Rate(0.68, "derived")) == pytest.approx(116 / 0.68)
+    cost = run_cost("32b", workload, [{}], started=False, engine_start_s=180.0, warmup_requests=16,
+                    rate=Rate(0.68, "the rate the modeled study derived (x)"))
+    assert cost.arm_span_s == pytest.approx(116 / 0.68)
+    assert cost.describe() == ("32b: 1 arm(s) x (180 s start + 171 s load) + pre-flight 240 s; load: (16 warm-up "
+                               "+ 100 requests) at 0.68 req/s, the rate the modeled study derived (x)")
+    assert run_cost("c", workload, [{}], True, 20.0).describe().endswith("(0 warm-up + 100 requests) at 4 req/s, "
+                                                                        "the config's rate")
 
 
 def test_a_run_cost_in_seconds_and_words() -> None:

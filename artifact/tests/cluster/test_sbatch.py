@@ -1,5 +1,6 @@
 """``dlfp.cluster.sbatch``: the script of a :class:`~dlfp.cluster.plan.Job` (its ``#SBATCH`` lines:
-name, log, time limit from the estimate, one GPU per TP rank as ``--gres`` or ``--gpus``, site
+name, log, time limit from the estimate or a ``time`` setting as ``sbatch`` reads it, one GPU per TP
+rank as ``--gres`` or ``--gpus``, CPUs by GPUs, the CPU partition for a job without a GPU, site
 settings; then the environment and ``exec`` of the pipeline, without ``--signal`` or ``--requeue``),
 and the submission of a plan as an ``afterok`` chain with ``--kill-on-invalid-dep=yes`` that cancels
 what it submitted when one ``sbatch`` fails.
@@ -19,11 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dlfp.cluster import sbatch
 from dlfp.cluster.estimate import limit_s, slurm_time
 from dlfp.cluster.plan import Job, Plan
-from dlfp.cluster.sbatch import GPU_REQUESTS, SUBMISSION, Slurm, directives, gpu_option, script, submit
+from dlfp.cluster.sbatch import (
+    CPUS_PER_GPU,
+    CPUS_WITHOUT_GPU,
+    GPU_REQUESTS,
+    SUBMISSION,
+    Slurm,
+    directives,
+    gpu_option,
+    script,
+    submit,
+)
 
 ROOT = Path("/srv/dlfp")
 
@@ -63,7 +75,7 @@ def test_the_sbatch_lines_of_a_job() -> None:
     j = job()
     assert directives(j, Slurm(), ROOT) == [
         "--job-name=dlfp-gen-qwen3-8b-tp2", f"--output={j.log}", f"--chdir={ROOT}", "--nodes=1", "--ntasks=1",
-        f"--time={slurm_time(limit_s(1000.0))}", "--gres=gpu:2"]
+        f"--time={slurm_time(limit_s(1000.0))}", "--gres=gpu:2", "--cpus-per-task=16"]
     assert slurm_time(limit_s(1000.0)) == "00:35:00"  # 1000 s x 1.5 + 600 s, in whole minutes
 
 
@@ -71,6 +83,49 @@ def test_one_gpu_per_tensor_parallel_rank_and_none_for_cpu_jobs() -> None:
     for tp in (1, 2, 4):
         assert f"--gres=gpu:{tp}" in directives(job(gpus=tp), Slurm(), ROOT)
     assert not [o for o in directives(job(gpus=0), Slurm(gpu_type="a100"), ROOT) if "gpu" in o]
+
+
+@pytest.mark.parametrize(("gpus", "slurm", "n"), [
+    (1, Slurm(), CPUS_PER_GPU), (2, Slurm(), 2 * CPUS_PER_GPU), (0, Slurm(), CPUS_WITHOUT_GPU),
+    (2, Slurm(cpus_per_gpu=6), 12), (0, Slurm(cpus_per_gpu=6), CPUS_WITHOUT_GPU),
+    (2, Slurm(cpus_per_task=3), 3), (0, Slurm(cpus_per_task=3), 3),
+])
+def test_every_job_asks_for_cpus_by_its_gpus_unless_told(gpus: int, slurm: Slurm, n: int) -> None:
+    """Without DefCpuPerGPU a site gives one CPU: a TP=2 engine's processes would share it."""
+    assert (CPUS_PER_GPU, CPUS_WITHOUT_GPU) == (8, 4)
+    assert [o for o in directives(job(gpus=gpus), slurm, ROOT) if o.startswith("--cpus")] == [f"--cpus-per-task={n}"]
+
+
+@pytest.mark.parametrize(("slurm", "gpu_job", "cpu_job"), [
+    (Slurm(), None, None), (Slurm(partition="gpu"), "gpu", "gpu"),
+    (Slurm(partition="gpu", cpu_partition="cpu"), "gpu", "cpu"), (Slurm(cpu_partition="cpu"), None, "cpu"),
+])
+def test_a_job_without_a_gpu_goes_to_the_cpu_partition_when_one_is_set(slurm: Slurm, gpu_job: str | None,
+                                                                       cpu_job: str | None) -> None:
+    def part(gpus: int) -> list[str]:
+        return [o for o in directives(job(gpus=gpus), slurm, ROOT) if o.startswith("--partition")]
+
+    assert part(2) == ([f"--partition={gpu_job}"] if gpu_job else [])
+    assert part(0) == ([f"--partition={cpu_job}"] if cpu_job else [])
+
+
+@pytest.mark.parametrize("time", ["90", "30:00", "8:00:00", "08:00:00", "2-0", "1-12:30", "1-12:30:00"])
+def test_every_sbatch_time_form_is_taken_as_written(time: str) -> None:
+    assert f"--time={time}" in directives(job(), Slurm(time=time), ROOT)
+
+
+def test_an_unquoted_yaml_time_is_refused_with_the_fix() -> None:
+    """YAML 1.1 reads 8:00:00 as the base-60 integer 28800; as --time=28800 SLURM would allow 20 days."""
+    value = yaml.safe_load("time: 8:00:00")["time"]
+    assert value == 28800
+    with pytest.raises(ValueError, match=r"'time' = 28800 is not text.*quote it, e\.g\. time: \"8:00:00\""):
+        Slurm(time=value)
+
+
+@pytest.mark.parametrize("time", ["8h", "8:00:00:00", "1-", "-8:00", "8:00 ", "", "1.5", "1-2-3"])
+def test_a_time_sbatch_would_not_read_is_refused(time: str) -> None:
+    with pytest.raises(ValueError, match="allowed a time sbatch --time reads"):
+        Slurm(time=time)
 
 
 def test_site_settings_become_sbatch_lines_in_order() -> None:
@@ -86,10 +141,11 @@ def test_the_script_text() -> None:
     text = script(j, Slurm(), ROOT)
     lines = text.splitlines()
     assert text.endswith("\n") and lines[0] == "#!/bin/bash"
-    assert lines[1:8] == [f"#SBATCH {o}" for o in directives(j, Slurm(), ROOT)]
-    assert lines[8] == "# dlfp cluster job gen-qwen3-8b-tp2: notebooks 02_generalization; 2 GPU(s)"
-    assert lines[9:11] == [f"# estimate: {b}" for b in j.basis]
-    assert lines[11] == "set -euo pipefail"
+    n = len(directives(j, Slurm(), ROOT))
+    assert lines[1:n + 1] == [f"#SBATCH {o}" for o in directives(j, Slurm(), ROOT)]
+    assert lines[n + 1] == "# dlfp cluster job gen-qwen3-8b-tp2: notebooks 02_generalization; 2 GPU(s)"
+    assert lines[n + 2:n + 4] == [f"# estimate: {b}" for b in j.basis]
+    assert lines[n + 4] == "set -euo pipefail"
     assert lines[-2] == ('echo "[dlfp-cluster] job ${SLURM_JOB_ID:-?} gen-qwen3-8b-tp2 on $(hostname) at '
                          '$(date -Is)"')
     assert lines[-1].startswith("exec ")
@@ -114,6 +170,7 @@ def test_the_jobs_environment() -> None:
 @pytest.mark.parametrize(("settings", "named"), [
     ({"python": "/opt/py", "conda_env": "dlfp"}, "'python' and 'conda_env' exclude each other"),
     ({"cpus_per_task": 0}, "'cpus_per_task' = 0"), ({"cpus_per_task": True}, "'cpus_per_task' = True"),
+    ({"cpus_per_gpu": 0}, "'cpus_per_gpu' = 0"), ({"cpus_per_gpu": "8"}, "'cpus_per_gpu' = '8'"),
 ])
 def test_contradictory_settings_are_refused(settings: dict[str, Any], named: str) -> None:
     with pytest.raises(ValueError, match=named):
@@ -181,6 +238,8 @@ def test_submit_chains_the_jobs_with_afterok(tmp_path: Path, fake) -> None:
     record = json.loads((runs / "jobs" / SUBMISSION).read_text())
     assert [(r["name"], r["id"], r["after"], r["gpus"]) for r in record["jobs"]] == [
         (j.name, ids[j.name], list(j.after), j.gpus) for j in plan.jobs]
+    assert [(r["cpus"], r["partition"]) for r in record["jobs"]] == [(8, None), (8, None), (16, None), (16, None),
+                                                                      (4, None)]
     assert record["jobs"][2]["log"] == str(runs / "gen" / "a.1003.log")
     assert record["jobs"][0]["time_limit"] == slurm_time(limit_s(1000.0))
     assert record["skipped"] == [{"name": "gen-c", "reason": "complete"}]

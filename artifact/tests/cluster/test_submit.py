@@ -1,8 +1,11 @@
-"""``dlfp cluster submit`` (``dlfp.cluster.submit``): a dry run submits nothing; bad input is refused before any job.
+"""``dlfp cluster submit`` (``dlfp.cluster.submit``): a dry run submits nothing; bad input (an
+unquoted time, a run folder its job would refuse, such as an interrupted run that started at
+another commit) is refused before any job.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -69,3 +72,82 @@ def test_cluster_settings_are_validated_by_name(tmp_path) -> None:
         main(["--params", str(params), "--runs", str(tmp_path / "r"), "--dry-run"])
     with pytest.raises(ValueError, match="gpu_request"):
         Slurm(gpu_request="cards")
+
+
+def test_an_unquoted_time_in_the_parameter_file_is_refused_before_anything_is_submitted(tmp_path) -> None:
+    from dlfp.cluster.submit import main
+
+    params = tmp_path / "p.yaml"
+    params.write_text((ROOT / "params" / "a100.yaml").read_text() + "cluster: {partition: gpu, time: 8:00:00}\n")
+    with pytest.raises(ValueError, match="quote it"):
+        main(["--params", str(params), "--runs", str(tmp_path / "r")])
+    assert not (tmp_path / "r").exists()
+    quoted = tmp_path / "q.yaml"
+    quoted.write_text((ROOT / "params" / "a100.yaml").read_text() + 'cluster: {partition: gpu, time: "8:00:00"}\n')
+    assert main(["--params", str(quoted), "--runs", str(tmp_path / "r"), "--sim", str(tmp_path / "s"),
+                 "--dry-run"]) == 0
+
+
+def test_the_dry_run_shows_each_jobs_cpus_and_partition(tmp_path, capsys) -> None:
+    from dlfp.cluster.submit import main
+
+    assert main(["--params", str(ROOT / "params" / "a100.yaml"), "--runs", str(tmp_path / "a100"), "--sim",
+                 str(tmp_path / "s"), "--dry-run", "--partition", "gpu", "--cpu-partition", "cpu"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:12] if line.strip()}
+    assert rows["job"][:5] == ["job", "GPUs", "GPU", "request", "CPUs"] and "partition" in rows["job"]
+    assert rows["gen-qwen3-8b-tp2"][1:5] == ["2", "--gres=gpu:2", "16", "gpu"]
+    assert rows["book"][1:5] == ["0", "-", "4", "cpu"]
+
+
+def _unfinished_cpu_run(runs: Path, commit: str) -> Path:
+    """The committed CPU paired run, copied into ``runs`` as if interrupted at ``commit``."""
+    manifest = json.loads((ROOT / "data" / "runs" / "cpu-default" / "manifest.json").read_text())
+    manifest["status"] = "interrupted"
+    manifest["git"] = {**manifest["git"], "commit": commit}
+    run = runs / manifest["name"]
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    return run
+
+
+def _plan_cpu(runs: Path, allow_dirty: bool = False):
+    layout = Layout(root=ROOT, params=ROOT / "params" / "cpu.yaml", runs=runs,
+                    sim=ROOT / "data" / "runs" / "generalization-sim", book_dir=runs / "book")
+    return plan(layout, gpus=False, allow_dirty=allow_dirty)
+
+
+def test_a_resume_at_another_commit_is_a_problem_before_anything_is_queued(tmp_path, monkeypatch, capsys) -> None:
+    """After a timeout, editing and committing the settings moves HEAD: the job resuming the run
+    would fail inside its notebook, so the plan says so with the runner's own refusal."""
+    from dlfp.cluster.submit import main
+    from dlfp.trials import provenance
+
+    head = provenance.git_state()["commit"]
+    if head is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    monkeypatch.delenv(provenance.ALLOW_DIRTY_ENV, raising=False)  # conftest allows dirty trees for the suite
+    run = _unfinished_cpu_run(tmp_path / "runs", "0" * 40)
+    problems = _plan_cpu(tmp_path / "runs").problems
+    assert len(problems) == 1 and problems[0].startswith(f"{run} would fail in its job: refusing to resume: "
+                                                         f"this run started at commit 0000000000, the tree is at "
+                                                         f"{head[:10]}")
+    assert "pass them as options (e.g. --time)" in problems[0]
+    with pytest.raises(ValueError, match="problem"):
+        main(["--params", str(ROOT / "params" / "cpu.yaml"), "--runs", str(tmp_path / "runs"), "--dry-run"])
+    assert f"PROBLEM: {run} would fail in its job" in capsys.readouterr().out
+    assert not (tmp_path / "runs" / "jobs").exists()
+    assert not _plan_cpu(tmp_path / "runs", allow_dirty=True).problems  # allowed: recorded as a mixed resume
+
+
+def test_a_resume_at_its_own_commit_is_planned_at_the_rate_its_pre_flight_derived(tmp_path, monkeypatch) -> None:
+    from dlfp.trials import provenance
+
+    head = provenance.git_state()["commit"]
+    if head is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    monkeypatch.delenv(provenance.ALLOW_DIRTY_ENV, raising=False)
+    _unfinished_cpu_run(tmp_path / "runs", head)
+    p = _plan_cpu(tmp_path / "runs")
+    trials = next(j for j in p.jobs if j.name == "trials")
+    assert not p.problems
+    assert trials.basis[0].endswith("at 6.28 req/s, the rate its pre-flight derived")

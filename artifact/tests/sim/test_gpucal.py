@@ -1,5 +1,6 @@
 """GPU calibration's own logic: the busy-time union, the ``--max-seconds`` budget (on a fake clock,
-with fake cases), the preflight, and bad arguments stopping before any work. The real CPU dry run,
+with fake cases), the preflight, bad arguments stopping before any work, and the base profile
+chosen by the GPU's name or refused when it describes another GPU (CUDA faked by name). The real CPU dry run,
 end to end with only the bare-node packages present, is ``test_gpucal_bare.py``.
 """
 
@@ -134,3 +135,80 @@ def test_existing_out_is_refused_before_work(tmp_path, capsys: pytest.CaptureFix
         main(["--base", "a100", "--device", "cpu", "--models", "qwen3-tiny", "--quick", "--out", str(out)])
     assert exit_info.value.code == 2 and "refusing to overwrite" in capsys.readouterr().err
     assert out.read_text() == "a profile measured earlier\n"
+
+
+@pytest.mark.parametrize(("name", "model", "base"), [
+    ("NVIDIA A100-SXM4-80GB", "A100", "a100"), ("NVIDIA A100 80GB PCIe", "A100", "a100"),
+    ("NVIDIA A100-SXM4-40GB", "A100", "a100"), ("NVIDIA H200", "H200", "h200"), ("NVIDIA H200 NVL", "H200", "h200"),
+    ("NVIDIA H100 80GB HBM3", "H100", None), ("Tesla V100-SXM2-32GB", "V100", None), ("NVIDIA L40S", "L40S", None),
+    ("NVIDIA GeForce RTX 4090", None, None), ("CPU Intel(R) Xeon(R) Platinum 8480+", None, None),
+])
+def test_the_gpu_model_in_a_device_name_picks_the_shipped_base(name: str, model: str | None,
+                                                                base: str | None) -> None:
+    """An H100 is not an H200 (3.35 against 4.8 TB/s, 80 against 141 GB): no shipped profile, not the nearest."""
+    assert gpucal.gpu_model(name) == model
+    assert gpucal.shipped_base(name) == base
+
+
+def test_each_shipped_profile_names_the_gpu_model_it_is_chosen_for() -> None:
+    from dlfp.sim.costmodel import available_profiles
+
+    for name in available_profiles():
+        assert gpucal.gpu_model(load_profile(name).device) == name.split("-")[0].upper(), name
+
+
+def test_a_base_of_another_gpu_model_is_a_mismatch() -> None:
+    assert gpucal.base_mismatch("NVIDIA A100-SXM4-80GB", load_profile("a100").device) is None
+    assert gpucal.base_mismatch("NVIDIA A100-SXM4-80GB", "my own accelerator") is None  # nothing to compare
+    problem = gpucal.base_mismatch("NVIDIA A100-SXM4-80GB", load_profile("h200").device)
+    assert problem is not None and "(H200), not this GPU, NVIDIA A100-SXM4-80GB (A100)" in problem
+
+
+class Stop(Exception):
+    """Raised where the run would first touch the GPU: the checks before it are what is tested."""
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch):
+    """CUDA reporting one GPU of the given name; measuring stops at the preflight (no GPU is touched)."""
+    def install(name: str) -> None:
+        monkeypatch.setattr(gpucal.torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(gpucal.torch.cuda, "get_device_name", lambda device=None: name)
+
+        def preflight(device: torch.device, timer: str) -> None:
+            raise Stop(device.type)
+
+        monkeypatch.setattr(gpucal, "_preflight", preflight)
+    return install
+
+
+def test_an_a100_without_base_is_fitted_against_the_a100_profile(fake_gpu, capsys) -> None:
+    fake_gpu("NVIDIA A100-SXM4-80GB")
+    with pytest.raises(Stop):
+        main(["--models", "qwen3-tiny", "--out", "p.yaml"])
+    assert "--base a100: the shipped profile for NVIDIA A100-SXM4-80GB" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("gpu", "args", "message"), [
+    ("NVIDIA A100-SXM4-80GB", ["--base", "h200"], "not this GPU, NVIDIA A100-SXM4-80GB (A100)"),
+    ("NVIDIA H100 80GB HBM3", ["--base", "h200"], "not this GPU, NVIDIA H100 80GB HBM3 (H100)"),
+    ("NVIDIA H100 80GB HBM3", [], "no shipped cost profile for 'NVIDIA H100 80GB HBM3'"),
+])
+def test_a_base_that_does_not_describe_the_gpu_is_refused_before_work(fake_gpu, capsys, gpu: str, args: list[str],
+                                                                      message: str) -> None:
+    fake_gpu(gpu)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--models", "qwen3-tiny", "--out", "p.yaml"])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_mismatch_can_be_forced(fake_gpu) -> None:
+    fake_gpu("NVIDIA A100-SXM4-80GB")
+    with pytest.raises(Stop):
+        main(["--base", "h200", "--allow-base-mismatch", "--models", "qwen3-tiny", "--out", "p.yaml"])
+
+
+def test_a_cpu_dry_run_names_its_base(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--device", "cpu", "--models", "qwen3-tiny", "--out", "p.yaml"])
+    assert exit_info.value.code == 2 and "--device cpu: pass --base" in capsys.readouterr().err

@@ -1,6 +1,12 @@
-"""What a run manifest records and how a folder is opened (``dlfp.trials.manifest``)."""
+"""What a run manifest records and how a folder is opened (``dlfp.trials.manifest``), and its lock,
+with a POSIX lock where the filesystem has no ``flock``."""
 
 from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -38,3 +44,63 @@ def test_a_second_writer_into_the_same_folder_is_refused(tmp_path, fake) -> None
     with exclusive(out), pytest.raises(runfolder.RunFolderError, match="another dlfp process"):
         runner.run_trials(parse_config(CONFIG), out, progress=False)  # while another job holds the folder
     assert runner.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+
+
+def _flock_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flock`` as on Lustre mounted without ``-o flock``."""
+    import fcntl
+
+    def flock(fd: object, operation: int) -> None:
+        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+
+
+HOLD = """
+import fcntl, sys, time
+fh = open(sys.argv[1], "a+")
+fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_without_flock_the_folder_is_held_by_a_posix_lock(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    _flock_unsupported(monkeypatch)
+    with exclusive(out):  # a POSIX lock instead: the trial runs
+        pass
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / ".run.dlfp-lock")], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(runfolder.RunFolderError, match="another dlfp process"), exclusive(out):
+            pass  # another process (a resubmitted job) holds the lock
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_without_any_lock_the_error_names_the_mount_option(tmp_path, monkeypatch) -> None:
+    import fcntl
+
+    _flock_unsupported(monkeypatch)
+
+    def lockf(fd: object, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "lockf", lockf)
+    no_locks = r"neither flock nor POSIX locks .*mount it with -o flock"
+    with pytest.raises(runfolder.RunFolderError, match=no_locks), exclusive(tmp_path / "run"):
+        pass
+
+
+def test_other_lock_errors_are_not_taken_for_a_missing_flock(tmp_path, monkeypatch) -> None:
+    import fcntl
+
+    def flock(fd: object, operation: int) -> None:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    with pytest.raises(OSError, match="Bad file descriptor"), exclusive(tmp_path / "run"):
+        pass

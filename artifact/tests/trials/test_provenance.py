@@ -114,6 +114,19 @@ def test_resume_needs_the_clean_commit_it_started_from(repo) -> None:
     assert [r["commit"] for r in mixed["resumes"]] == [later]
 
 
+def test_resume_refusal_is_what_resume_record_refuses_asked_before_the_job(repo) -> None:
+    """``dlfp cluster submit`` asks it for each unfinished run folder: the same words as the job's refusal."""
+    started = provenance.start_record()
+    assert provenance.resume_refusal(started) is None
+    (repo / "params/cpu.yaml").write_text("cluster: {time: '12:00:00'}\n")  # a longer limit, committed
+    commit_all(repo, "longer time limit")
+    refusal = provenance.resume_refusal(started)
+    with pytest.raises(ProvenanceError) as refused:
+        provenance.resume_record(started)
+    assert refusal == str(refused.value) and "mix two versions" in refusal
+    assert provenance.resume_refusal(started, allow_dirty=True) is None
+
+
 CONFIG = {"name": "unit", "trials": 1, "workload": {"n_requests": 3, "rate_rps": 50.0}}
 
 
