@@ -41,14 +41,11 @@ from typing import Any
 import yaml
 
 from dlfp.paths import CONFIGS, REPO_ROOT, model_label
+from dlfp.sim.devicenames import shipped_base
 
 GPU_MODELS = ("qwen3-0.6b", "qwen3-8b")
 GPU_REQUESTS = 60
 DRY_RUN_REQUESTS = 24
-FAMILIES = {"a100": "a100", "h200": "h200"}
-"""GPU name fragment -> shipped config (``configs/<name>.yaml``) and cost profile of the same name."""
-
-
 class NotAGPUHost(RuntimeError):
     """``dlfp gpu-check`` was asked to measure GPUs where none can be used."""
 
@@ -106,12 +103,6 @@ def host_gpus() -> tuple[list[dict[str, Any]], list[str]]:
     if env is None:
         return visible, [str(g["index"]) for g in visible]
     return visible, [e.strip() for e in env.split(",")][: len(visible)]
-
-
-def family(gpu_name: str) -> str | None:
-    """The shipped config and cost profile for a GPU model, by name (None: not shipped)."""
-    name = gpu_name.lower()
-    return next((v for k, v in FAMILIES.items() if k in name), None)
 
 
 def plan(models: Sequence[str], devices: Sequence[str] | None, out: Path) -> list[Check]:
@@ -319,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dlfp gpu-check: no GPU to check here: {exc}. Run it on a GPU node, or pass --cpu-dry-run to "
                   "run the same steps on the CPU engine with the tiny model (plumbing only).", file=sys.stderr)
             return 2
-        fam = family(gpus[0]["name"])
+        fam = shipped_base(gpus[0]["name"])  # a shipped profile has a shipped config of its name
     if (args.config is None or args.profile is None) and fam is None:
         ap.error(f"no shipped config or cost profile for {gpus[0]['name']!r}: pass --config and --profile")
     base = args.config or CONFIGS / ("gpu-check-cpu.yaml" if dry else f"{fam}.yaml")

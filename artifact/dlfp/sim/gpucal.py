@@ -45,12 +45,8 @@ What it needs: PyTorch, ``transformers``, numpy, scipy, PyYAML and this checkout
 what a GPU node without network has; no vLLM, pyarrow or install of ``dlfp`` (``test_gpucal_bare``
 checks). ``--max-seconds`` fits what a short allocation measured, and says so in the profile.
 
-The base profile must describe the GPU measured: fitted against another device's peaks and
-bandwidth, the efficiencies would absorb the difference and model neither device. Without
-``--base`` the shipped profile named by the GPU's model is chosen (``NVIDIA A100-SXM4-80GB``:
-``a100``; a GPU with no shipped profile, e.g. an H100, is refused: pass a YAML profile of its
-specs), and a ``--base`` whose ``device`` names another GPU model is refused unless
-``--allow-base-mismatch``. Run it on a GPU node (``make gpu-calibrate``)::
+The base profile must describe the GPU measured (:mod:`dlfp.sim.devicenames` chooses it by the GPU's
+name and refuses one of another model). Run it on a GPU node (``make gpu-calibrate``)::
 
     PYTHONPATH=artifact python3 -m dlfp.sim.gpucal --models qwen3-0.6b,qwen3-8b --out measured.yaml
 
@@ -65,8 +61,6 @@ import argparse
 import datetime
 import json
 import math
-import platform
-import re
 import shlex
 import statistics
 import sys
@@ -78,7 +72,8 @@ from pathlib import Path
 import torch
 
 from dlfp.paths import model_path
-from dlfp.sim.costmodel import ModelShape, available_profiles
+from dlfp.sim.costmodel import ModelShape
+from dlfp.sim.devicenames import base_mismatch, choose_base, cpu_name
 from dlfp.sim.gpufit import FACTORS, MIN_EFFICIENCY, Case, Run, Sample, fit_efficiencies, load_base, write_profile
 
 WARMUP = 2
@@ -271,56 +266,7 @@ def measure(model_name: str, device: str | torch.device, dtype: torch.dtype, cas
 
 
 def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return f"CPU {line.split(':', 1)[1].strip()}"
-    return f"CPU {platform.machine()}"
-
-
-GPU_MODEL = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,2}\d{1,4}[A-Za-z]?)(?![A-Za-z0-9])")
-"""A GPU model in a device name: ``A100`` in ``NVIDIA A100-SXM4-80GB``, ``H200`` in ``NVIDIA H200 SXM 141GB``."""
-
-
-def gpu_model(device_name: str) -> str | None:
-    """The GPU model a device name (CUDA's, or a profile's ``device``) names, upper case; None if none."""
-    found = GPU_MODEL.search(device_name)
-    return found.group(1).upper() if found else None
-
-
-def shipped_base(device_name: str) -> str | None:
-    """The shipped profile named by the GPU's model (``a100`` for an A100), None when none is shipped."""
-    model = gpu_model(device_name)
-    return model.lower() if model and model.lower() in available_profiles() else None
-
-
-def base_mismatch(device_name: str, base_device: str) -> str | None:
-    """Why a base profile describing ``base_device`` must not be fitted to ``device_name`` (None: it
-    may; also when either names no GPU model, e.g. a YAML profile of a device of the user's own)."""
-    gpu, base = gpu_model(device_name), gpu_model(base_device)
-    if gpu is None or base is None or gpu == base:
-        return None
-    return (f"--base describes {base_device} ({base}), not this GPU, {device_name} ({gpu}): the fit would take the "
-            f"{base}'s peaks and bandwidth for the {gpu}'s. Omit --base to use the shipped profile of this GPU, pass a "
-            "YAML profile of its public specs, or --allow-base-mismatch to fit against this base anyway")
-
-
-def _choose_base(ap: argparse.ArgumentParser, base: str | None, device: torch.device) -> str:
-    """``--base``, or on a GPU the shipped profile its name names; a CPU dry run must name one."""
-    if base is not None:
-        return base
-    if device.type != "cuda":
-        ap.error("--device cpu: pass --base (a dry run of the plumbing; e.g. --base a100)")
-    name = _device_name(device)
-    chosen = shipped_base(name)
-    if chosen is None:
-        ap.error(f"no shipped cost profile for {name!r} (shipped: {', '.join(available_profiles())}): pass --base "
-                 "with a YAML profile of its public specs (a copy of profiles/a100.yaml with its numbers replaced)")
-    _stderr(f"--base {chosen}: the shipped profile for {name}")
-    return chosen
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
 def _versions(device: torch.device) -> str:
@@ -404,7 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--device cuda: torch.cuda.is_available() is False (no GPU, or a CPU-only torch build); "
                  "use --device cpu for a dry run")
     device = torch.device(args.device)
-    base_name = _choose_base(ap, args.base, device)
+    try:
+        base_name = choose_base(args.base, _device_name(device) if device.type == "cuda" else None)
+    except ValueError as err:
+        ap.error(str(err))
+    if args.base is None:
+        _stderr(f"--base {base_name}: the shipped profile for {_device_name(device)}")
     try:
         base_raw, base = load_base(base_name)
     except ValueError as err:

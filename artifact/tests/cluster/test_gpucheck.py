@@ -26,7 +26,6 @@ from dlfp.cluster.gpucheck import (
     ahead_share,
     check_config,
     dlfp_activity,
-    family,
     plan,
     proxy_error,
     stamped_share,
@@ -73,11 +72,6 @@ def test_host_gpus_are_the_visible_ones(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "pynvml", None)
     with pytest.raises(NotAGPUHost, match="NVML reports no NVIDIA GPU"):
         gpucheck.host_gpus()
-
-
-def test_family_by_gpu_name() -> None:
-    assert family("NVIDIA A100-SXM4-80GB") == "a100" and family("NVIDIA H200") == "h200"
-    assert family("NVIDIA H100 80GB HBM3") is None
 
 
 def test_plan_adds_tp2_where_two_gpus_are_visible(tmp_path: Path) -> None:

@@ -137,33 +137,6 @@ def test_existing_out_is_refused_before_work(tmp_path, capsys: pytest.CaptureFix
     assert out.read_text() == "a profile measured earlier\n"
 
 
-@pytest.mark.parametrize(("name", "model", "base"), [
-    ("NVIDIA A100-SXM4-80GB", "A100", "a100"), ("NVIDIA A100 80GB PCIe", "A100", "a100"),
-    ("NVIDIA A100-SXM4-40GB", "A100", "a100"), ("NVIDIA H200", "H200", "h200"), ("NVIDIA H200 NVL", "H200", "h200"),
-    ("NVIDIA H100 80GB HBM3", "H100", None), ("Tesla V100-SXM2-32GB", "V100", None), ("NVIDIA L40S", "L40S", None),
-    ("NVIDIA GeForce RTX 4090", None, None), ("CPU Intel(R) Xeon(R) Platinum 8480+", None, None),
-])
-def test_the_gpu_model_in_a_device_name_picks_the_shipped_base(name: str, model: str | None,
-                                                                base: str | None) -> None:
-    """An H100 is not an H200 (3.35 against 4.8 TB/s, 80 against 141 GB): no shipped profile, not the nearest."""
-    assert gpucal.gpu_model(name) == model
-    assert gpucal.shipped_base(name) == base
-
-
-def test_each_shipped_profile_names_the_gpu_model_it_is_chosen_for() -> None:
-    from dlfp.sim.costmodel import available_profiles
-
-    for name in available_profiles():
-        assert gpucal.gpu_model(load_profile(name).device) == name.split("-")[0].upper(), name
-
-
-def test_a_base_of_another_gpu_model_is_a_mismatch() -> None:
-    assert gpucal.base_mismatch("NVIDIA A100-SXM4-80GB", load_profile("a100").device) is None
-    assert gpucal.base_mismatch("NVIDIA A100-SXM4-80GB", "my own accelerator") is None  # nothing to compare
-    problem = gpucal.base_mismatch("NVIDIA A100-SXM4-80GB", load_profile("h200").device)
-    assert problem is not None and "(H200), not this GPU, NVIDIA A100-SXM4-80GB (A100)" in problem
-
-
 class Stop(Exception):
     """Raised where the run would first touch the GPU: the checks before it are what is tested."""
 
