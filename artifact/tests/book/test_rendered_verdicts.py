@@ -344,3 +344,32 @@ def test_a_missing_glue_is_a_problem_not_a_pass(tmp_path, glues) -> None:
 ])
 def test_a_premise_the_spreads_do_not_allow_is_flagged(spread: str, premise: str, ok: bool) -> None:
     assert (vc.check_ttft_premise(spread, premise) == []) is ok
+
+
+def test_a_wrong_slo_goal_sentence_or_summary_is_flagged(glues) -> None:
+    summary, sentence = vc.glued_table(glues, "baselines_summary"), vc.glued_text(glues, "baselines_slo_goal")
+    assert vc.SLO_ARM in summary.index and vc.check_slo_goal(summary, sentence) == []
+    flipped = sentence.replace("does not hold", "holds") if "does not hold" in sentence else \
+        sentence.replace("holds", "does not hold", 1)
+    assert vc.check_slo_goal(summary, flipped)
+    row, column = summary.index.index(vc.SLO_ARM), summary.columns[0]
+    cell = summary.cells[row][summary.columns.index(column)]
+    wrong = "misses ITL (99 > 9 ms)" if cell.endswith("% TTFT") else "+0% TTFT"
+    assert vc.check_slo_goal(_with(summary, row, column, wrong), sentence)
+    assert vc.check_slo_goal(_with(summary, row, column, "+9% TTFT"), sentence.split("; near a line")[0] + ".")
+
+
+def test_the_slo_goal_checker_on_made_up_rows() -> None:
+    table = Table(["x", "y"], [vc.SLO_ARM], [["+3% TTFT", "+13% TTFT"]])
+    good = ("the goal for dlfp-slo (...) does not hold on the runs' means: it meets the objective on 2 of 2 targets, "
+            "within 10% on 1; it pays +13% on y; near a line (within 5 points), where a rerun may fall the other way: "
+            "y (+13% TTFT).")
+    assert vc.check_slo_goal(table, good) == []
+    assert vc.check_slo_goal(table, good.replace("y (+13% TTFT).", "x (+3% TTFT), y (+13% TTFT)."))  # 3% is not near
+    assert vc.check_slo_goal(table, good.replace("within 10% on 1", "within 10% on 2"))
+    edge = Table(["x"], [vc.SLO_ARM], [["+10% TTFT"]])  # 9.5-10.5: either verdict, either count
+    for verdict, within in (("holds", 1), ("does not hold", 0)):
+        text = (f"the goal for dlfp-slo (...) {verdict} on the runs' means: it meets the objective on 1 of 1 targets, "
+                f"within 10% on {within}; near a line (within 5 points), where a rerun may fall the other way: "
+                "x (+10% TTFT).")
+        assert vc.check_slo_goal(edge, text) == []

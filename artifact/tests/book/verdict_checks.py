@@ -733,6 +733,54 @@ def check_ttft_premise(spread: str, premise: str) -> list[str]:
     return []
 
 
+# --- the SLO controller's baselines goal -------------------------------------------------------------------------
+
+
+SLO_ARM = "dlfp-slo"
+TTFT_LINE, NEAR_POINTS = 10.0, 5.0
+"""The goal's TTFT line (at most this much P99 TTFT over the best arm meeting the ITL objective) and how
+near it a target is named as one a rerun may put on the other side."""
+
+
+def check_slo_goal(summary: Table, sentence: str) -> list[str]:
+    """The baselines goal sentence of the SLO controller against the summary table's row of it (cells
+    "+13% TTFT", "misses ITL (a > b ms)" or "not run"): the counts of targets meeting the objective and
+    within the line, the verdict, and every target whose excess is near the line named as such (a value
+    the rounding leaves on either side of a line accepted either way)."""
+    if SLO_ARM not in summary.index:
+        return [] if sentence.startswith("not testable") else [f"{SLO_ARM} is in no baselines run: {sentence!r}"]
+    cells = dict(zip(summary.columns, summary.cells[summary.index.index(SLO_ARM)], strict=True))
+    judged = {t: c for t, c in cells.items() if c != "not run"}
+    excess = {t: Shown.parse(m.group(1)) for t, c in judged.items() if (m := re.fullmatch(r"\+?(-?\d+)% TTFT", c))}
+    misses = [t for t, c in judged.items() if c.startswith("misses ITL")]
+    m = re.search(r"\) (holds|does not hold) on the runs' means: it meets the objective on (\d+) of (\d+) targets, "
+                  r"within 10% on (\d+)", sentence)
+    if m is None:
+        return [f"{SLO_ARM}'s goal sentence is not in the expected words: {sentence!r}"]
+    out = []
+    if (int(m.group(2)), int(m.group(3))) != (len(excess), len(judged)) or len(excess) + len(misses) != len(judged):
+        out.append(f"{SLO_ARM}: the sentence says it meets the objective on {m.group(2)} of {m.group(3)}, the table "
+                   f"shows {len(excess)} of {len(judged)}")
+    surely = sum(v.high <= TTFT_LINE for v in excess.values())
+    maybe = sum(v.low <= TTFT_LINE for v in excess.values())
+    if not surely <= int(m.group(4)) <= maybe:
+        out.append(f"{SLO_ARM}: within 10% on {m.group(4)}, the table allows {surely}-{maybe}")
+    full = not misses and len(judged) == len(cells)
+    verdicts = {"holds"} if full and surely == len(excess) else {"does not hold"} if not full or maybe < len(excess) \
+        else {"holds", "does not hold"}
+    if m.group(1) not in verdicts:
+        out.append(f"{SLO_ARM}: the goal '{m.group(1)}', the table allows only {sorted(verdicts)}")
+    near_part = sentence.split("near a line", 1)[1] if "near a line" in sentence else ""
+    named = set(re.findall(r"(\S+?)(?: \((?:measured|simulated)\))? \([+-]\d+% TTFT\)", near_part))
+    for t, v in excess.items():
+        gap = abs(v.value - TTFT_LINE)  # a shown integer: the true gap is within half a point of it
+        surely_near, maybe_near = gap <= NEAR_POINTS - 0.5, gap <= NEAR_POINTS + 0.5
+        if (surely_near and t not in named) or (t in named and not maybe_near):
+            out.append(f"{SLO_ARM}: {t}'s excess {v.value:+.0f}% is {'' if surely_near else 'not '}near the line, "
+                       f"the sentence {'omits' if surely_near else 'names'} it")
+    return out
+
+
 def check_notebook(path: str | Path) -> list[str]:
     """Every check above on one executed results notebook; a missing glue is a problem, not a skip."""
     glues = read_glues(path)
@@ -748,6 +796,7 @@ def check_notebook(path: str | Path) -> list[str]:
         out += check_effect_words(plain_texts(glues))
         out += check_ttft_premise(glued_text(glues, "baselines_ttft_spread"),
                                   glued_text(glues, "baselines_ttft_premise"))
+        out += check_slo_goal(glued_table(glues, "baselines_summary"), glued_text(glues, "baselines_slo_goal"))
     except KeyError as exc:
         out = [str(exc.args[0])]
     return out
