@@ -73,7 +73,7 @@ def design(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def findings(which: pd.DataFrame) -> pd.DataFrame:
-    """What the *which setting* table (:func:`dlfp.studies.capacity.which_setting`) found, one row per
+    """What the *which setting* table (:func:`dlfp.studies.setting.which_setting`) found, one row per
     SLO level: which arms had the highest capacity on how many targets, how many arms the trials could
     not tell from it, and the range of DLFP's defaults' and the best single budget's share of it (the
     grid and the which-setting table carry the per-target numbers). A table, not a sentence: the

@@ -33,7 +33,7 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -195,11 +195,15 @@ def _censored(values: pd.Series) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def study_points(root: Path) -> pd.DataFrame:
+def study_points(root: Path, progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Every finished unit of the capacity runs under ``root`` (``<target>/``) as :func:`point_rows`;
-    an unfinished run counts with the units it has."""
+    an unfinished run counts with the units it has. ``progress`` is told each target as its traces
+    are read (about a minute each)."""
     frames = []
-    for manifest in _manifests(root):
+    manifests = _manifests(root)
+    for k, manifest in enumerate(manifests, 1):
+        if progress:
+            progress(f"reading {manifest.parent} ({k}/{len(manifests)})")
         run = load_run(manifest.parent, tables=("requests", "tokens"), allow_partial=True)
         if "sweep" in (run.manifest.get("design") or {}):
             frames.append(point_rows(run, manifest.parent.name))
@@ -263,12 +267,13 @@ def load_points(root: Path) -> tuple[pd.DataFrame, str | None]:
     return (study_points(root), why) if why else (pd.read_parquet(Path(root) / POINTS), None)
 
 
-def write_tables(root: Path) -> list[Path]:
+def write_tables(root: Path, progress: Callable[[str], None] | None = None) -> list[Path]:
     """``points.parquet``, its stamp and ``capacity.parquet`` under ``root`` (none when no point has
-    finished); the stamp is taken before the traces are read, so a run changing meanwhile leaves it stale."""
+    finished); the stamp is taken before the traces are read, so a run changing meanwhile leaves it stale.
+    ``progress``: as :func:`study_points`."""
     root = Path(root)
     before = stamp(root)
-    points = study_points(root)
+    points = study_points(root, progress)
     if points.empty:
         return []
     paths = [root / POINTS, root / "capacity.parquet", root / STAMP]
@@ -276,71 +281,3 @@ def write_tables(root: Path) -> list[Path]:
     write_parquet(capacity_table(points), paths[1])
     write_json_atomic(paths[2], {**before, "points": sha256(paths[0])})
     return paths
-
-
-FIXED_BUDGET = "mbt-"
-"""The fixed-budget arms' name prefix (``mbt-<max_num_batched_tokens>``)."""
-DEFAULTS = "dlfp"
-"""DLFP with its default parameters and ``itl_slo_ms`` at the level's SLO, as a user would set it."""
-
-
-def best_single_budget(table: pd.DataFrame) -> str | None:
-    """The fixed budget a deployer would pick without knowing the target: the one whose capacity,
-    as a share of each target and level's best arm, is highest on average (None without one)."""
-    shares = _shares(table)
-    fixed = shares[shares.arm.str.startswith(FIXED_BUDGET)]
-    if fixed.empty:
-        return None
-    return str(fixed.groupby("arm")["share"].mean().idxmax())
-
-
-def _shares(table: pd.DataFrame) -> pd.DataFrame:
-    """Each row's capacity as a share of its target and level's highest (a censored row counts at
-    its bound: at least the top rate, or 0 below the lowest)."""
-    t = table.copy()
-    best = t.groupby(["target", "level"])["capacity_rps"].transform("max")
-    t["share"] = (t["capacity_rps"] / best).where(best > 0)
-    return t
-
-
-def which_setting(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
-    """Per target and SLO level: the arm with the highest capacity, the arms the trials cannot tell
-    from it (:func:`indistinguishable`), and how DLFP's defaults and the best single fixed budget across
-    all targets (:func:`best_single_budget`) compare with it.
-
-    A best arm whose capacity is censored above (every point met the SLOs) is "at least" the top
-    rate and may tie others there: they are listed together. Columns: target, level, best (the
-    arms), best_rps, censored, tied (arms within noise of the best), defaults_share, budget,
-    budget_share (capacity / best's)."""
-    shares = _shares(table)
-    budget = best_single_budget(table)
-    rows = []
-    for (target, level), g in shares.groupby(["target", "level"], sort=False):
-        top = g[g["share"] == 1.0] if g["share"].notna().any() else g.iloc[0:0]
-        lookup = g.set_index("arm")["share"]
-        own = trials[(trials.target == target) & (trials.level == level)]
-        tied = indistinguishable(own, str(top["arm"].iloc[0])) if len(top) == 1 else []
-        rows.append({
-            "target": target, "level": level, "best": ", ".join(sorted(top["arm"])) or "none meets the SLOs",
-            "best_rps": float(top["capacity_rps"].max()) if len(top) else 0.0,
-            "censored": "above" if len(top) and top["censored"].eq("above").any() else "none",
-            "tied": ", ".join(tied),
-            "defaults_share": float(lookup.get(DEFAULTS, math.nan)),
-            "budget": budget, "budget_share": float(lookup.get(budget, math.nan)) if budget else math.nan,
-        })
-    return pd.DataFrame(rows)
-
-
-def indistinguishable(trials: pd.DataFrame, best: str) -> list[str]:
-    """The arms of one target and level (:func:`trial_capacities`) whose capacity the trials cannot
-    tell from ``best``'s: the paired 95% t interval of ``best`` minus the arm, trial by trial (paired by
-    seed), reaches zero. A censored trial counts at its bound (the top rate, or 0), so an arm every
-    trial of which met the SLOs at the top rate ties a best that did too. With three trials the
-    interval is wide: naming one arm best is a point estimate, and this says how far it is one."""
-    cap = trials.pivot_table(index="trial", columns="arm", values="capacity_rps")
-    out = []
-    for arm in sorted(c for c in cap.columns if c != best):
-        d = (cap[best] - cap[arm]).dropna().to_numpy(dtype=float)
-        if len(d) >= 2 and (np.all(d == 0) or t_ci(d)[1] <= 0):
-            out.append(arm)
-    return out

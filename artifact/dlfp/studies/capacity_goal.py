@@ -2,7 +2,7 @@
 
 The goal set for ``dlfp-slo``: a capacity within 10% of the best fixed token budget *for that target*
 (an oracle tuned per target), and above the best single fixed budget across all targets
-(:func:`~dlfp.studies.capacity.best_single_budget`) on at least one target. Each is a verdict that can
+(:func:`~dlfp.studies.setting.best_single_budget`) on at least one target. Each is a verdict that can
 come out either way: per target and SLO level the ratio of ``dlfp-slo``'s capacity to the budget's,
 trial by trial, and its 95% t interval across trials decide it:
 
@@ -12,7 +12,7 @@ trial by trial, and its 95% t interval across trials decide it:
   lies under 1, *undecided* otherwise.
 
 A censored trial counts at its bound (at least the top rate, or 0 below the lowest), as in
-:func:`~dlfp.studies.capacity.indistinguishable`; a trial whose budget capacity is 0 has no ratio.
+:func:`~dlfp.studies.setting.indistinguishable`; a trial whose budget capacity is 0 has no ratio.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pandas as pd
 
 from dlfp.analysis.capacity_tables import column
 from dlfp.analysis.stats import t_ci
-from dlfp.studies.capacity import FIXED_BUDGET, best_single_budget
+from dlfp.studies.setting import FIXED_BUDGET, best_single_budget
 
 ARM = "dlfp-slo"
 """The controller judged."""

@@ -299,6 +299,6 @@ def main(argv: list[str] | None = None) -> int:
 def _write_capacity_tables(root: Path) -> int:
     from dlfp.studies.capacity import write_tables
 
-    for path in write_tables(root):
+    for path in write_tables(root, progress=lambda line: print(line, file=sys.stderr, flush=True)):
         print(f"wrote {path}", file=sys.stderr)
     return 0

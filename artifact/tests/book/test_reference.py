@@ -185,3 +185,31 @@ def test_the_readme_headline_is_what_the_committed_run_gives() -> None:
     assert f"**{-itl['mean_pct']:+.1f}%** (mean change; paired 95% CI {-itl['t_hi']:+.1f}% to {-itl['t_lo']:+.1f}%, " \
            f"{len(itl['reductions_pct'])} paired trials" in readme
     assert f"P99 TTFT {-ttft['mean_pct']:+.0f}% (CI {-ttft['t_hi']:+.0f}% to {-ttft['t_lo']:+.0f}%)" in readme
+
+
+def test_the_readme_which_setting_table_is_what_the_committed_capacity_runs_give() -> None:
+    """The README types its *which setting* table (per arm: target and SLO-level pairs run, and those where
+    it was the best or not detectably below it), the best single budget it names, and the one pair where
+    the SLO controller's mean was about half the best budget's; each is checked against the committed
+    capacity study, so a rerun that changes them fails here until the README says what it gives."""
+    from dlfp.studies import capacity_goal
+    from dlfp.studies.capacity import capacity_table, load_points, trial_capacities
+    from dlfp.studies.setting import best_single_budget, standing, which_setting
+
+    points, recomputed = load_points(REPO_ROOT / "data" / "runs" / "study-capacity")
+    assert recomputed is None, recomputed  # the stamped points, not minutes of traces
+    table, trials = capacity_table(points), trial_capacities(points)
+    held = standing(table, which_setting(table, trials)).set_index("arm")
+    readme = _text(README)
+    rows = dict(re.findall(r"^\| `([\w.-]+)`: [^|]*\| (\d+ \| \d+) \|$", readme, re.M))
+    assert {"dlfp-slo", "dlfp", "stock"} <= rows.keys(), rows
+    for arm, cells in rows.items():
+        assert cells == f"{held.loc[arm, 'pairs run']} | {held.loc[arm, 'best or tied']}", arm
+    budget = best_single_budget(table)
+    assert budget in rows and f"`{budget}`: `max_num_batched_tokens` {budget.removeprefix('mbt-')}, the best single" \
+        in readme
+    goal = capacity_goal.goal_table(table, trials).set_index(["target", "level"])
+    half = goal.loc[("a100-qwen3-0.6b (simulated)", "tight")]
+    assert 0.4 <= float(half["vs best budget"].split()[0]) <= 0.6 and half["within 10%"] == "undecided"
+    assert "on the A100 with Qwen3-0.6B at the tight SLO the SLO controller's mean capacity was about half" \
+        in " ".join(readme.split())

@@ -25,6 +25,7 @@ from dlfp.studies.capacity import (
     split_arm,
     stale,
     study_points,
+    trial_capacities,
     trial_capacity,
     unit_name,
     write_tables,
@@ -110,65 +111,10 @@ def test_a_trial_missing_a_point_does_not_count() -> None:
     assert t.loc[0, "n_trials"] == 1 and t.loc[0, "capacity_rps"] == pytest.approx(2.0)
 
 
-def _table(rows: list[tuple[str, str, str, float, str]]) -> pd.DataFrame:
-    return pd.DataFrame([{"target": t, "level": lv, "arm": a, "capacity_rps": c, "censored": cen}
-                         for t, lv, a, c, cen in rows])
-
-
-def _trials(table: pd.DataFrame, spread: float = 0.0) -> pd.DataFrame:
-    """Three trials per table row, at its capacity -spread, 0, +spread."""
-    return pd.DataFrame([{**r, "trial": k, "capacity_rps": r["capacity_rps"] + (k - 1) * spread}
-                         for r in table.to_dict("records") for k in range(3)])
-
-
-def test_arms_the_trials_cannot_tell_from_the_best_are_named() -> None:
-    from dlfp.studies.capacity import indistinguishable, trial_capacities
-
-    # Paired by trial: mbt-512 is 1 req/s under mbt-256 in every trial (told apart however close);
-    # dlfp's difference swings sign across trials (a tie); stock is far under.
-    trials = pd.DataFrame([{"trial": k, "arm": arm, "capacity_rps": c} for arm, caps in
-                           {"mbt-256": [4.0, 5.0, 6.0], "mbt-512": [3.0, 4.0, 5.0], "dlfp": [5.0, 3.0, 6.5],
-                            "stock": [1.0, 1.2, 0.9]}.items() for k, c in enumerate(caps)])
-    assert indistinguishable(trials, "mbt-256") == ["dlfp"]
-    assert indistinguishable(trials[trials.trial == 0], "mbt-256") == []  # one trial: no interval, no claim
-    # The per-trial capacities are those the table averages.
+def test_the_per_trial_capacities_are_those_the_table_averages() -> None:
     points = pd.DataFrame(_points("stock", [2.0, 3.0]))
     t = trial_capacities(points)
     assert list(t.capacity_rps) == pytest.approx([2.0, 3.0]) and set(t.censored) == {"none"}
-
-
-def test_which_setting_names_the_best_arm_and_how_far_the_defaults_and_one_budget_are() -> None:
-    from dlfp.studies.capacity import best_single_budget, which_setting
-
-    table = _table([
-        ("a", "tight", "stock", 1.0, "none"), ("a", "tight", "mbt-256", 4.0, "none"),
-        ("a", "tight", "mbt-512", 3.0, "none"), ("a", "tight", "dlfp", 2.0, "none"),
-        ("b", "tight", "stock", 2.0, "none"), ("b", "tight", "mbt-256", 1.0, "none"),
-        ("b", "tight", "mbt-512", 4.0, "none"), ("b", "tight", "dlfp", 5.0, "none"),
-    ])
-    # Shares of each target's best: mbt-256 1.0 and 0.2 (mean 0.6), mbt-512 0.75 and 0.8 (mean 0.775).
-    assert best_single_budget(table) == "mbt-512"
-    w = which_setting(table, _trials(table)).set_index("target")
-    assert w.loc["a", "best"] == "mbt-256" and w.loc["a", "best_rps"] == 4.0
-    assert w.loc["a", "defaults_share"] == pytest.approx(0.5) and w.loc["a", "budget_share"] == pytest.approx(0.75)
-    assert w.loc["b", "best"] == "dlfp" and w.loc["b", "defaults_share"] == 1.0
-    assert w.loc["a", "tied"] == "" and w.loc["b", "tied"] == ""  # identical trials: every gap is real
-    wide = which_setting(table, _trials(table, spread=2.0)).set_index("target")
-    assert wide.loc["a", "tied"] == ""  # a constant paired gap is told apart however wide each arm's spread
-    noisy = _trials(table, spread=2.0)
-    noisy.loc[(noisy.arm == "mbt-512") & (noisy.trial == 0), "capacity_rps"] = 9.0
-    assert which_setting(table, noisy).set_index("target").loc["a", "tied"] == "mbt-512"
-
-
-def test_arms_tied_at_the_top_rate_are_named_together_and_nothing_meeting_the_slos_says_so() -> None:
-    from dlfp.studies.capacity import which_setting
-
-    table = _table([("a", "relaxed", "stock", 6.0, "above"), ("a", "relaxed", "mbt-256", 6.0, "above"),
-                    ("a", "relaxed", "dlfp", 3.0, "none"),
-                    ("b", "tight", "stock", 0.0, "below"), ("b", "tight", "dlfp", 0.0, "below")])
-    w = which_setting(table, _trials(table)).set_index("target")
-    assert w.loc["a", "best"] == "mbt-256, stock" and w.loc["a", "censored"] == "above"
-    assert w.loc["b", "best"] == "none meets the SLOs" and w.loc["b", "best_rps"] == 0.0
 
 
 COMMITTED = REPO_ROOT / "data" / "runs" / "study-capacity"
