@@ -132,7 +132,7 @@ gpu-check: setup
 # (no vLLM, no pyarrow, no `make setup`, no install of dlfp): time Qwen3-shaped forward passes and write
 # a measured cost profile (dlfp.sim.gpucal; book/reference/gpu.md, "Calibration on a bare GPU node").
 # Measuring stops at GPU_MAX_SECONDS and fits what it has; imports and the fit add about a minute.
-# Within an 8-minute allocation on an H200 (expected 2-4 minutes; not yet timed), writing under $OUT:
+# Within an 8-minute allocation on an H200 (124 s in all with GPU_MAX_SECONDS=240, 2026-12-04), writing under $OUT:
 #   make gpu-calibrate GPU_OUT=$OUT/h200-measured.yaml GPU_MAX_SECONDS=330
 # CPU dry run of the plumbing (numbers meaningless):
 #   make gpu-calibrate PYTHON_GPU=.venv/bin/python GPU_BASE=a100 GPU_MODELS=qwen3-tiny \

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
-from dlfp.paths import write_text_atomic
+from dlfp.paths import model_path, write_text_atomic
 from dlfp.sim.costmodel import PROFILE_DIR, ModelShape, Profile, available_profiles, parse_profile, step_time
 
 FACTORS = ("matmul_efficiency", "attention_efficiency", "memory_efficiency")
@@ -271,6 +272,28 @@ def render_profile(fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, A
     dump = {"sort_keys": False, "width": 1000, "allow_unicode": True}
     return ("\n".join(header) + "\n" + yaml.safe_dump(head, default_flow_style=False, **dump)
             + yaml.safe_dump(body, default_flow_style=None, **dump))
+
+
+_SAMPLE_LINE = re.compile(
+    r"^#   (?P<model>\S+) (?:decode R=(?P<dr>\d+) c=(?P<dc>\d+)|prefill R=(?P<pr>\d+) n=(?P<pn>\d+) c=(?P<pc>\d+))"
+    r"\s+measured\s+(?P<measured>[\d.]+) ms\s+modeled\s+[\d.]+ ms\s+wall\s+(?P<wall>[\d.]+) ms$")
+
+
+def read_samples(path: str | Path) -> list[Sample]:
+    """The samples a profile written by :func:`render_profile` was fitted to, read back from its header
+    (their times at the header's precision, 0.1 us), so a measured profile is its own record of what the
+    GPU did: the book compares other profiles with the same forward passes without the GPU."""
+    samples = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        m = _SAMPLE_LINE.match(line)
+        if not m:
+            continue
+        case = Case(int(m["dr"]), 1, int(m["dc"])) if m["dr"] else Case(int(m["pr"]), int(m["pn"]), int(m["pc"]))
+        samples.append(Sample(m["model"], ModelShape.from_dir(model_path(m["model"])), case,
+                              float(m["measured"]) / 1e3, float(m["wall"]) / 1e3))
+    if not samples:
+        raise ValueError(f"{path}: no sample lines in its header (not a profile written by dlfp.sim.gpucal)")
+    return samples
 
 
 def write_profile(path: str | Path, fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, Any], run: Run,

@@ -69,3 +69,24 @@ def test_fit_keeps_base_factors_that_no_sample_determines() -> None:
 def test_fit_needs_more_samples_than_factors() -> None:
     with pytest.raises(ValueError, match="need more than 3 samples"):
         fit_efficiencies(load_profile("a100"), synthetic(CASES[:3], TRUE))
+
+
+def test_a_written_profile_reads_back_the_samples_it_was_fitted_to(tmp_path) -> None:
+    from dlfp.sim.costmodel import PROFILE_DIR
+    from dlfp.sim.gpufit import Run, load_base, read_samples, render_profile
+
+    truth = replace(load_profile("h200"), matmul_efficiency=0.55, memory_efficiency=0.85)
+    samples = [Sample(name, shape, case, step_time(shape, truth, case.batch).gpu_s, 1.5 * (k + 1) / 1e3)
+               for name in ("qwen3-0.6b", "qwen3-8b") for shape in [ModelShape.from_dir(model_path(name))]
+               for k, case in enumerate(CASES)]
+    base_raw, base = load_base("h200")
+    run = Run(base="h200", device="NVIDIA H200", dtype="bfloat16", timer="busy", repeats=5, versions="torch x",
+              date="2026-12-04")
+    path = tmp_path / "measured.yaml"
+    path.write_text(render_profile(fit_efficiencies(base, samples), samples, base_raw, run, "h200-measured"))
+    back = read_samples(path)
+    assert [(s.model, s.shape, s.case) for s in back] == [(s.model, s.shape, s.case) for s in samples]
+    assert [s.seconds for s in back] == pytest.approx([s.seconds for s in samples], abs=1e-7)  # 0.1 us
+    assert [s.wall_s for s in back] == pytest.approx([s.wall_s for s in samples], abs=1e-7)
+    with pytest.raises(ValueError, match="no sample lines"):
+        read_samples(PROFILE_DIR / "h200.yaml")
