@@ -43,7 +43,7 @@ def test_a_model_that_generated_the_passes_fits_them(tmp_path: Path) -> None:
                                "2026-12-04")
     err = gpu_calibration.errors(cal).set_index("profile")
     assert err.loc["fitted", "error p90 (%)"] < 1.0 and err.loc["h200 (assumed)", "error p90 (%)"] > 10.0
-    assert err.loc["fitted", "memory_efficiency"] == pytest.approx(0.7, rel=0.02)
+    assert err.loc["fitted", "memory"] == pytest.approx(0.7, rel=0.02)
     assert gpu_calibration.verdict(cal).startswith("the three-factor model fits these passes")
     table = gpu_calibration.passes(cal)
     assert list(table.columns) == ["model", "step", "measured (ms)", "wall clock (ms)", "h200, assumed (ms)",
