@@ -37,7 +37,7 @@ class Calibration:
 
     device: str
     measured_on: str
-    """Where and when, from the profile's provenance: ``Measured on <GPU> with <versions>, <date>``."""
+    """Where and when, from the profile's provenance: ``<GPU> with <versions>, <date>``."""
     shipped: str
     samples: tuple[Sample, ...]
     shipped_s: tuple[float, ...]
@@ -63,7 +63,8 @@ def load(path: str | Path) -> Calibration:
                              f"({getattr(fit.profile, factor):.4g}); the file was edited or mixes runs")
     predicted = tuple(step_time(s.shape, base, s.batch, tp=1).gpu_s for s in samples)
     refs = yaml.safe_load(path.read_text(encoding="utf-8")).get("references", [])
-    where = next((r for r in refs if str(r).startswith("Measured on ")), f"Measured on {recorded.device}")
+    where = next((str(r).removeprefix("Measured on ") for r in refs if str(r).startswith("Measured on ")),
+                 recorded.device)
     when = next((m[1] for r in refs if (m := re.match(r"dlfp\.sim\.gpucal, (\d{4}-\d\d-\d\d)", str(r)))), "")
     return Calibration(recorded.device, f"{where}, {when}" if when else where, shipped, samples, predicted, fit)
 

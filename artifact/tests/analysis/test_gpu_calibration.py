@@ -39,8 +39,7 @@ def _profile(tmp_path: Path, slowdown: float = 1.0) -> Path:
 def test_a_model_that_generated_the_passes_fits_them(tmp_path: Path) -> None:
     cal = gpu_calibration.load(_profile(tmp_path))
     assert cal.shipped == "h200" and len(cal.samples) == 2 * len(CASES)
-    assert cal.measured_on == ("Measured on NVIDIA H200 with torch 2.11.0+cu130, CUDA 13.0, transformers 5.17.0, "
-                               "2026-12-04")
+    assert cal.measured_on == "NVIDIA H200 with torch 2.11.0+cu130, CUDA 13.0, transformers 5.17.0, 2026-12-04"
     err = gpu_calibration.errors(cal).set_index("profile")
     assert err.loc["fitted", "error p90 (%)"] < 1.0 and err.loc["h200 (assumed)", "error p90 (%)"] > 10.0
     assert err.loc["fitted", "memory"] == pytest.approx(0.7, rel=0.02)
