@@ -210,6 +210,20 @@ def study_points(root: Path, progress: Callable[[str], None] | None = None) -> p
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def unfinished(root: Path) -> dict[str, str]:
+    """The capacity runs under ``root`` whose manifest is not complete, each with how many of its units
+    are done. The book leaves them out of its tables and names them: a target's capacities from part of
+    its sweep would read as the target's. A long run is committed in place while it runs over several
+    sessions, and resumes there."""
+    out = {}
+    for manifest in _manifests(root):
+        m = read_manifest(manifest.parent)
+        if m.get("status") != "complete":
+            units = m.get("units", [])
+            out[manifest.parent.name] = f"{sum(u.get('status') == 'complete' for u in units)} of {len(units)} units"
+    return out
+
+
 POINTS, STAMP = "points.parquet", "points.json"
 POINT_CODE = (sys.modules[__name__], metrics, families, labels, runs, sweep_design)
 """The modules whose source decides a point's numbers: a change to any of them makes a stamp stale."""

@@ -13,7 +13,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
@@ -74,6 +74,8 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
                                  f"{config.engine.sim['profile']!r}; refusing to mix them in one run")
         if manifest["status"] != "complete":  # nothing runs for a complete one: nothing to trace
             manifest["git"] = resume_record(manifest.get("git"), allow_dirty)
+            if config.engine.sim is None and manifest.get("hardware"):  # a manifest without one cannot tell
+                _same_machine(out, manifest["hardware"])
         return manifest
     if out.exists() and any(out.iterdir()):
         raise RunFolderError(f"{out} exists, is not empty and has no {MANIFEST}: refusing to write there")
@@ -88,6 +90,29 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
         **({"sim_profile": sim_profile_record(config)} if config.engine.sim is not None else {}),
         "units": plan_units(config),
     }
+
+
+def measuring_machine(hardware: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a machine (``describe_hardware``) decides a measured run's numbers: its GPU models where
+    it has GPUs, else its CPU model and logical cores. Host names, memory and how many GPUs a node has
+    do not: a cluster job resumed on another node with the same GPUs measures the same thing."""
+    names = sorted({str(g.get("name")) for g in hardware.get("gpus") or []})
+    if names:
+        return {"gpus": names}
+    return {"cpu_model": hardware.get("cpu_model"), "cpu_logical_cores": hardware.get("cpu_logical_cores")}
+
+
+def _same_machine(out: Path, recorded: Mapping[str, Any]) -> None:
+    """Refuse to resume a measured run on another kind of machine: its finished units were measured on
+    the one that started it, and units of two machines in one run would be compared as one machine's
+    (a long run split across working sessions may land on another CPU)."""
+    from dlfp.harness.telemetry import describe_hardware
+
+    then, here = measuring_machine(recorded), measuring_machine(describe_hardware())
+    if then != here:
+        raise RunFolderError(
+            f"{out} was started on {then} and this machine is {here}: resuming here would mix two machines' "
+            "measurements in one run. Resume it on the kind of machine that started it, or run into a new folder")
 
 
 RECORDED_ENV = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")

@@ -194,3 +194,14 @@ def test_the_committed_points_stand_for_the_committed_traces(small_study: Path) 
     fresh = study_points(small_study)
     committed = load_points(COMMITTED)[0].merge(fresh[["target", "unit_arm", "trial", "level"]])
     pd.testing.assert_frame_equal(committed, fresh, check_like=True)
+
+
+def test_unfinished_runs_are_named_with_their_units_done(small_study: Path) -> None:
+    from dlfp.studies.capacity import unfinished
+
+    manifest = json.loads((small_study / "a100-qwen3-0.6b" / "manifest.json").read_text(encoding="utf-8"))
+    total = len(manifest["units"])
+    assert unfinished(small_study) == {"a100-qwen3-0.6b": f"3 of {total} units"}  # trial 0's three stock points
+    path = small_study / "a100-qwen3-0.6b" / "manifest.json"
+    path.write_text(json.dumps({**manifest, "status": "complete"}), encoding="utf-8")
+    assert unfinished(small_study) == {}

@@ -104,3 +104,30 @@ def test_other_lock_errors_are_not_taken_for_a_missing_flock(tmp_path, monkeypat
     monkeypatch.setattr(fcntl, "flock", flock)
     with pytest.raises(OSError, match="Bad file descriptor"), exclusive(tmp_path / "run"):
         pass
+
+
+def test_a_measured_run_resumes_only_on_the_kind_of_machine_that_started_it(tmp_path, fake, monkeypatch) -> None:
+    from dlfp.harness import telemetry
+
+    real = telemetry.describe_hardware()
+    out = tmp_path / "run"
+    fake(fail_at=2, fail=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_trials(parse_config(CONFIG), out, progress=False)
+    other = {**real, "cpu_model": "Another CPU @ 1.00GHz", "hostname": "elsewhere"}
+    monkeypatch.setattr(telemetry, "describe_hardware", lambda: other)
+    arms = fake()
+    with pytest.raises(runfolder.RunFolderError, match="would mix two machines' measurements"):
+        runner.run_trials(parse_config(CONFIG), out, progress=False)
+    assert arms.calls == [] and manifest(out)["status"] != "complete"
+    # Another host of the same kind (a cluster node) resumes; so does a simulated run anywhere.
+    monkeypatch.setattr(telemetry, "describe_hardware", lambda: {**real, "hostname": "node-7", "memory_gib": 1.0})
+    assert runner.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+    sim = parse_config({**CONFIG, "engine": {"sim": {"profile": "a100"}}})
+    fake(fail_at=2, fail=KeyboardInterrupt())
+    monkeypatch.setattr(telemetry, "describe_hardware", lambda: real)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_trials(sim, tmp_path / "sim", progress=False)
+    monkeypatch.setattr(telemetry, "describe_hardware", lambda: other)
+    fake()
+    assert runner.run_trials(sim, tmp_path / "sim", progress=False)["status"] == "complete"
