@@ -284,7 +284,9 @@ def load_points(root: Path) -> tuple[pd.DataFrame, str | None]:
 def write_tables(root: Path, progress: Callable[[str], None] | None = None) -> list[Path]:
     """``points.parquet``, its stamp and ``capacity.parquet`` under ``root`` (none when no point has
     finished); the stamp is taken before the traces are read, so a run changing meanwhile leaves it stale.
-    ``progress``: as :func:`study_points`."""
+    ``points.parquet`` holds every finished point, of unfinished runs too (the book reads it and leaves
+    those out); ``capacity.parquet`` only the finished runs' capacities (:func:`unfinished`): a target's
+    capacity from part of its sweep is not its capacity. ``progress``: as :func:`study_points`."""
     root = Path(root)
     before = stamp(root)
     points = study_points(root, progress)
@@ -292,6 +294,6 @@ def write_tables(root: Path, progress: Callable[[str], None] | None = None) -> l
         return []
     paths = [root / POINTS, root / "capacity.parquet", root / STAMP]
     write_parquet(points, paths[0])
-    write_parquet(capacity_table(points), paths[1])
+    write_parquet(capacity_table(points[~points.target.isin(unfinished(root))]), paths[1])
     write_json_atomic(paths[2], {**before, "points": sha256(paths[0])})
     return paths

@@ -202,6 +202,9 @@ def test_unfinished_runs_are_named_with_their_units_done(small_study: Path) -> N
     manifest = json.loads((small_study / "a100-qwen3-0.6b" / "manifest.json").read_text(encoding="utf-8"))
     total = len(manifest["units"])
     assert unfinished(small_study) == {"a100-qwen3-0.6b": f"3 of {total} units"}  # trial 0's three stock points
-    path = small_study / "a100-qwen3-0.6b" / "manifest.json"
-    path.write_text(json.dumps({**manifest, "status": "complete"}), encoding="utf-8")
-    assert unfinished(small_study) == {}
+    write_tables(small_study)  # its points are kept, its capacities are not: part of a sweep
+    assert len(pd.read_parquet(small_study / POINTS)) == 6 and pd.read_parquet(small_study / "capacity.parquet").empty
+    done = small_study.parent / "done" / "a100-qwen3-0.6b"  # only the manifest is read
+    done.mkdir(parents=True)
+    (done / "manifest.json").write_text(json.dumps({**manifest, "status": "complete"}), encoding="utf-8")
+    assert unfinished(done.parent) == {}
