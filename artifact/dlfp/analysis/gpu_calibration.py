@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from dlfp.sim.costmodel import load_profile, step_time
+from dlfp.sim.costmodel import Profile, load_profile, step_time
 from dlfp.sim.devicenames import shipped_base
-from dlfp.sim.gpufit import FACTORS, Fit, Sample, fit_efficiencies, read_samples
+from dlfp.sim.gpufit import FACTORS, Fit, Sample, error_percentiles, fit_efficiencies, read_samples
 
 LABELS = {"matmul_efficiency": "matmul", "attention_efficiency": "attention", "memory_efficiency": "memory"}
 """The efficiencies as :func:`errors` heads its columns (short: the table sits in a narrow page)."""
@@ -39,6 +39,8 @@ class Calibration:
     measured_on: str
     """Where and when, from the profile's provenance: ``<GPU> with <versions>, <date>``."""
     shipped: str
+    base: Profile
+    """The shipped profile itself, whose efficiencies are assumed."""
     samples: tuple[Sample, ...]
     shipped_s: tuple[float, ...]
     fit: Fit
@@ -66,7 +68,8 @@ def load(path: str | Path) -> Calibration:
     where = next((str(r).removeprefix("Measured on ") for r in refs if str(r).startswith("Measured on ")),
                  recorded.device)
     when = next((m[1] for r in refs if (m := re.match(r"dlfp\.sim\.gpucal, (\d{4}-\d\d-\d\d)", str(r)))), "")
-    return Calibration(recorded.device, f"{where}, {when}" if when else where, shipped, samples, predicted, fit)
+    return Calibration(recorded.device, f"{where}, {when}" if when else where, shipped, base, samples, predicted,
+                       fit)
 
 
 def passes(cal: Calibration) -> pd.DataFrame:
@@ -84,20 +87,14 @@ def passes(cal: Calibration) -> pd.DataFrame:
 def errors(cal: Calibration) -> pd.DataFrame:
     """Per profile: its three efficiencies and its relative error over the passes (p50, p90); the fit's
     leave-one-out error beside its in-sample one."""
-    measured = np.array([s.seconds for s in cal.samples])
-    base = load_profile(cal.shipped)
-
-    def pct(predicted: np.ndarray, q: float) -> float:
-        return float(100 * np.percentile(np.abs(predicted - measured) / measured, q))
-
-    rows = []
-    for label, profile, predicted in ((f"{cal.shipped} (assumed)", base, np.array(cal.shipped_s)),
-                                      ("fitted", cal.fit.profile, np.array(cal.fit.predicted_s))):
-        rows.append({"profile": label, **{LABELS[f]: getattr(profile, f) for f in FACTORS},
-                     "error p50 (%)": pct(predicted, 50), "error p90 (%)": pct(predicted, 90)})
-    rows.append({"profile": "fitted, leave-one-out", **{LABELS[f]: np.nan for f in FACTORS},
-                 "error p50 (%)": 100 * cal.fit.heldout_p50, "error p90 (%)": 100 * cal.fit.heldout_p90})
-    return pd.DataFrame(rows)
+    shipped = error_percentiles(np.array(cal.shipped_s), np.array([s.seconds for s in cal.samples]))
+    fit = cal.fit
+    rows = [(f"{cal.shipped} (assumed)", cal.base, shipped),
+            ("fitted", fit.profile, (fit.in_sample_p50, fit.in_sample_p90)),
+            ("fitted, leave-one-out", None, (fit.heldout_p50, fit.heldout_p90))]
+    return pd.DataFrame([{"profile": label, **{LABELS[f]: getattr(profile, f) if profile else np.nan for f in FACTORS},
+                          "error p50 (%)": 100 * p50, "error p90 (%)": 100 * p90}
+                         for label, profile, (p50, p90) in rows])
 
 
 def verdict(cal: Calibration) -> str:

@@ -163,7 +163,8 @@ def _check_form(samples: Sequence[Sample], profile: Profile, dtype_bytes: int, t
     return predicted
 
 
-def _percentiles(predicted: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+def error_percentiles(predicted: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+    """The p50 and p90 of the relative error of ``predicted`` against ``seconds``."""
     p50, p90 = np.percentile(np.abs(predicted - seconds) / seconds, [50, 90])
     return float(p50), float(p90)
 
@@ -193,7 +194,7 @@ def fit_efficiencies(base: Profile, samples: Sequence[Sample], dtype_bytes: int 
     memory_bound = int(np.sum(terms[:, 2] / profile.memory_efficiency
                               >= terms[:, 0] / profile.matmul_efficiency + terms[:, 1] / profile.attention_efficiency))
     return Fit(profile, tuple(fitted), tuple(predicted.tolist()), memory_bound,
-               *_percentiles(predicted, seconds), *_percentiles(heldout, seconds))
+               *error_percentiles(predicted, seconds), *error_percentiles(heldout, seconds))
 
 
 def load_base(name_or_path: str | Path) -> tuple[dict[str, Any], Profile]:
