@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +26,7 @@ pytest.importorskip("vllm")
 from dlfp.analysis.runs import load_run, trial_rows
 from dlfp.control.steplog import read_step_log
 from dlfp.harness.engine import cpu_environment
-from dlfp.harness.workload import WorkloadSpec, generate
+from dlfp.harness.workload import Request, WorkloadSpec, generate
 from dlfp.paths import REPO_ROOT, model_path
 from dlfp.trials.runfolder import engine_log
 
@@ -112,6 +113,14 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
     raise TimeoutError(f"{url} not healthy after {timeout_s} s")
 
 
+def _overlapping(requests: list[Request]) -> list[Request]:
+    """The short requests at once, the long ones a little later: their prefill then meets decodes
+    however fast the engine steps (on the modeled A100 a Poisson schedule's short requests could
+    finish before the next long prompt arrived, and the run had no mixed step to check)."""
+    assert {r.cls for r in requests} == {"short", "long"}
+    return [replace(r, arrival_s=0.0 if r.cls == "short" else 0.05 + 0.02 * i) for i, r in enumerate(requests)]
+
+
 @pytest.mark.parametrize("modeled", [False, True], ids=["cpu", "modeled-a100"])
 def test_vllm_serve_with_dlfp_over_http(tmp_path, modeled: bool) -> None:
     """``vllm serve`` with the DLFP scheduler, on the CPU model or on the modeled A100 executor."""
@@ -138,10 +147,10 @@ def test_vllm_serve_with_dlfp_over_http(tmp_path, modeled: bool) -> None:
         spec = WorkloadSpec.from_dict({
             "n_requests": 10, "rate_rps": 4.0, "seed": 1, "vocab_size": 32000,
             "classes": [{"name": "short", "weight": 0.7, "prompt_len": {"uniform": [32, 64]},
-                         "output_len": {"uniform": [30, 50]}},
+                         "output_len": {"uniform": [300, 400]}},
                         {"name": "long", "weight": 0.3, "prompt_len": {"uniform": [2000, 2500]},
                          "output_len": {"uniform": [4, 8]}}]})
-        requests = generate(spec)
+        requests = _overlapping(generate(spec))
 
         async def run():
             async with aiohttp.ClientSession() as session:
