@@ -30,6 +30,9 @@ ARM = "dlfp-slo"
 """The controller judged."""
 WITHIN = 0.9
 """The goal: a capacity at least this share of the per-target best fixed budget's."""
+NO_BUDGET = "none meets the SLOs"
+"""The best budget where no fixed budget meets the SLOs even at the lightest rate: then ``dlfp-slo`` is
+*within* where it does, and nothing is judged where it does not either (a share of zero is no test)."""
 
 
 def ratio(trials: pd.DataFrame, arm: str, other: str) -> tuple[float, float, float, int]:
@@ -66,14 +69,18 @@ def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         fixed = g[g.arm.str.startswith(FIXED_BUDGET)]
         if ARM not in set(g.arm) or fixed.empty:
             continue
-        best = str(fixed.sort_values("capacity_rps", ascending=False, kind="stable").arm.iloc[0])
         own = trials[(trials.target == target) & (trials.level == level)]
-        m, lo, hi, n = ratio(own, ARM, best)
         sm, slo, shi, _ = ratio(own, ARM, single) if single else (math.nan,) * 3 + (0,)
+        if fixed.capacity_rps.max() > 0:
+            best = str(fixed.sort_values("capacity_rps", ascending=False, kind="stable").arm.iloc[0])
+            m, lo, hi, n = ratio(own, ARM, best)
+            within = verdict(lo, hi, WITHIN, "within", "short")
+        else:  # naming one of several zeros "best" would be arbitrary, and a share of zero means nothing
+            best, (m, lo, hi), n = NO_BUDGET, (math.nan,) * 3, own.trial.nunique()
+            within = "within" if g.loc[g.arm == ARM, "capacity_rps"].iloc[0] > 0 else "undecided (nothing to judge)"
         rows.append({
             "target": column(str(target), table), "level": level, "best budget": best,
-            "vs best budget": _cell(m, lo, hi),
-            "within 10%": verdict(lo, hi, WITHIN, "within", "short"),
+            "vs best budget": _cell(m, lo, hi), "within 10%": within,
             "single budget": single, "vs single budget": _cell(sm, slo, shi),
             "above single": verdict(slo, shi, 1.0, "above", "below"), "trials": n,
         })

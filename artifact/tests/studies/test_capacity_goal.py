@@ -57,6 +57,17 @@ def test_the_goal_table_judges_each_target_against_its_own_best_budget_and_the_s
     assert "yet" in sentence(goal.iloc[0:0])
 
 
+def test_where_no_budget_meets_the_slos_none_is_named_best_and_only_a_capacity_is_within() -> None:
+    rows = (_trials({"dlfp-slo": [0.0, 0.0, 0.0], "mbt-256": [0.0, 0.0, 0.0], "mbt-512": [0.0, 0.0, 0.0]}, "a")
+            + _trials({"dlfp-slo": [3.0, 0.0, 2.0], "mbt-256": [0.0, 0.0, 0.0], "mbt-512": [0.0, 0.0, 0.0]}, "b"))
+    trials = pd.DataFrame(rows)
+    goal = goal_table(_table(trials), trials).set_index("target")
+    assert set(goal["best budget"]) == {"none meets the SLOs"} and set(goal["vs best budget"]) == {""}
+    assert goal.loc["a (simulated)", "within 10%"] == "undecided (nothing to judge)"
+    assert goal.loc["b (simulated)", "within 10%"] == "within"
+    assert "within 10% on 1 and short of it on 0 of 2" in sentence(goal.reset_index())
+
+
 @pytest.mark.parametrize(("within", "above", "expected"), [
     (["within", "within"], ["above", "below"], ("met", "met")),
     (["within", "short"], ["below", "below"], ("not met", "not met")),
