@@ -17,6 +17,7 @@ pure modules, no vLLM import) keep the pages tied to the code they document:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import fields
@@ -184,7 +185,15 @@ def test_the_readme_headline_is_what_the_committed_run_gives() -> None:
     readme = _text(README)
     assert f"**{-itl['mean_pct']:+.1f}%** (mean change; paired 95% CI {-itl['t_hi']:+.1f}% to {-itl['t_lo']:+.1f}%, " \
            f"{len(itl['reductions_pct'])} paired trials" in readme
-    assert f"P99 TTFT {-ttft['mean_pct']:+.0f}% (CI {-ttft['t_hi']:+.0f}% to {-ttft['t_lo']:+.0f}%)" in readme
+    said = f"P99 TTFT {-ttft['mean_pct']:+.0f}% (CI {-ttft['t_hi']:+.0f}% to {-ttft['t_lo']:+.0f}%)"
+    assert said in readme
+    # an interval that spans zero is worded as one, and only such an interval
+    assert readme.split(said, 1)[1].startswith(", no detectable change") == (ttft["t_lo"] < 0 < ttft["t_hi"])
+    # the machine it names is the one the run's manifest recorded (a rerun elsewhere fails here)
+    hardware = json.loads((REPO_ROOT / "data" / "runs" / "cpu-default" / "manifest.json").read_text())["hardware"]
+    cores, machine = re.search(r"`data/runs/cpu-default`, a (\d+)-core ([^,]+),", readme).groups()
+    assert int(cores) == hardware["cpu_logical_cores"]
+    assert set(machine.split()) <= set(hardware["cpu_model"].replace("(R)", "").split()), hardware["cpu_model"]
 
 
 def test_the_readme_which_setting_table_is_what_the_committed_capacity_runs_give() -> None:
