@@ -193,11 +193,14 @@ def test_generalization_of_the_modeled_study(sim_table: pd.DataFrame) -> None:
 
 
 def test_generalization_of_the_cpu_ladder_names_the_machine() -> None:
-    table = generalization_table([load_run(d) for d in run_dirs(RUNS / "generalization-cpu")])
+    runs = [load_run(d) for d in run_dirs(RUNS / "generalization-cpu")]
+    table = generalization_table(runs)
     fig = figures.generalization(table, "measured")
     renders(fig)
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert len(ticks) == 2 and all(t.startswith("2-core Intel") and "(modeled)" not in t for t in ticks)
+    hardware = runs[0].manifest["hardware"]
+    named = f"{hardware['cpu_logical_cores']}-core {hardware['cpu_model'].replace('(R)', '').split()[0]}"
+    assert len(ticks) == 2 and all(t.startswith(named) and "(modeled)" not in t for t in ticks), (named, ticks)
     assert table.source.str.startswith("measured: ").all()
 
 

@@ -164,9 +164,9 @@ def test_trial_rows_numbers_are_the_traces(run: RunData, rows: pd.DataFrame) -> 
 
 
 def test_stall_threshold_and_target_of_the_committed_run(run: RunData, manifest: dict[str, Any]) -> None:
-    slo_ms = manifest["design"]["overrides"]["dlfp"]["itl_slo_ms"]  # the design's ITL objective: 71.6 ms
-    assert stall_threshold_s(run.config) == pytest.approx(slo_ms / 1000) == pytest.approx(0.0716)
-    assert target_s(run.config) == pytest.approx(slo_ms / 2000) == pytest.approx(0.0358)  # default fraction 0.5
+    slo_ms = manifest["design"]["overrides"]["dlfp"]["itl_slo_ms"]  # the design's ITL objective, measured
+    assert slo_ms > 0 and stall_threshold_s(run.config) == pytest.approx(slo_ms / 1000)
+    assert target_s(run.config) == pytest.approx(slo_ms / 2000)  # default target fraction 0.5
 
 
 @settings(max_examples=30, deadline=None)

@@ -150,4 +150,6 @@ def test_a_resume_at_its_own_commit_is_planned_at_the_rate_its_pre_flight_derive
     p = _plan_cpu(tmp_path / "runs")
     trials = next(j for j in p.jobs if j.name == "trials")
     assert not p.problems
-    assert trials.basis[0].endswith("at 6.28 req/s, the rate its pre-flight derived")
+    derived = json.loads((ROOT / "data" / "runs" / "cpu-default" / "manifest.json").read_text())["design"]
+    rate = derived["overrides"]["workload"]["rate_rps"]
+    assert trials.basis[0].endswith(f"at {rate:.3g} req/s, the rate its pre-flight derived"), trials.basis[0]
