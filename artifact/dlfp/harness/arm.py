@@ -133,7 +133,16 @@ def run_arms(spec: EngineSpec, jobs: Sequence[Job], step_log: Path, done: Callab
     pay one-time costs the later workloads of a reused engine do not, so every measured workload
     should meet a warmed engine), then each job's workload in turn, resetting the idle engine after
     each (module docstring), and hand each result to ``done(index, result)`` as it finishes, so a
-    caller can keep it before the next starts; shut down however it ends."""
+    caller can keep it before the next starts; shut down however it ends.
+
+    An engine on the virtual clock (:attr:`EngineSpec.virtual`) starts nothing: each job runs on a fresh
+    in-process engine core (:mod:`dlfp.harness.virtual`), without warm-up or telemetry."""
+    if spec.virtual:
+        from dlfp.harness.virtual import run_workload
+
+        for i, job in enumerate(jobs):
+            done(i, run_workload(spec, job.requests, step_log, job.begin()))
+        return
     spec = replace(spec, dlfp={**spec.dlfp, "step_log": str(step_log)})
     first = 1 if warmup else 0  # the warm-up's step-log segment comes first
 

@@ -157,7 +157,7 @@ async def drive(target: Target, requests: Sequence[Request],
     finally:
         for task in tasks:
             task.cancel()
-    return _to_trace(traces, t0)
+    return to_trace(traces, t0)
 
 
 def stamp(t_s: float) -> float:
@@ -174,7 +174,8 @@ def output_digest(token_ids: Sequence[int]) -> str:
     return hashlib.blake2b(np.asarray(token_ids, dtype="<i4").tobytes(), digest_size=8).hexdigest()
 
 
-def _to_trace(traces: list[RequestTrace], t0: float) -> TrialTrace:
+def to_trace(traces: list[RequestTrace], t0: float) -> TrialTrace:
+    """The trial tables of finished request traces (times already relative to ``t0``, the replay's start)."""
     req_rows, tok_rows = [], []
     for tr in traces:
         r = tr.request

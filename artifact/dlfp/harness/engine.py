@@ -113,6 +113,16 @@ class EngineSpec:
                 raise _invalid("tokenizer", self.tokenizer, str(exc).split(": ", 1)[-1]) from None
 
 
+    @property
+    def virtual(self) -> bool:
+        """Does this engine run on the virtual clock (``sim.clock: virtual``, :mod:`dlfp.harness.virtual`)?"""
+        if self.sim is None:
+            return False
+        from dlfp.sim.config import CONFIG_KEY, parse_sim_config
+
+        return parse_sim_config({CONFIG_KEY: self.sim}).virtual
+
+
 def _invalid(name: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"config field 'engine.{name}' = {value!r} is invalid: allowed {allowed}")
 

@@ -12,6 +12,10 @@ from typing import Any
 
 CONFIG_KEY = "dlfp_sim"
 DTYPE_BYTES = (1, 2, 4)
+CLOCKS = ("real", "virtual")
+"""``real``: the modeled executor sleeps each step inside a real engine (:mod:`dlfp.sim.executor`);
+``virtual``: a discrete-event driver runs vLLM's engine core and scheduler on a virtual clock, no
+engine process, no sleeping (:mod:`dlfp.sim.virtual`)."""
 
 
 class SimConfigError(ValueError):
@@ -25,13 +29,15 @@ class SimConfig:
     ``profile``: a shipped profile name or a YAML path. ``async_scheduling``: the engine's
     async scheduling (GPU vLLM's default, on here too). ``tp``: modeled tensor-parallel
     size (the engine itself stays one process). ``dtype_bytes``: bytes per weight, KV and
-    activation value (2 for bf16).
+    activation value (2 for bf16). ``clock``: one of :data:`CLOCKS`; a run recorded before the key
+    existed ran in real time, which stays the default.
     """
 
     profile: str = "a100"
     async_scheduling: bool = True
     tp: int = 1
     dtype_bytes: int = 2
+    clock: str = "real"
 
     def __post_init__(self) -> None:
         if not isinstance(self.profile, str) or not self.profile:
@@ -42,6 +48,13 @@ class SimConfig:
             raise _fail("tp", self.tp, "a positive integer")
         if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in DTYPE_BYTES:
             raise _fail("dtype_bytes", self.dtype_bytes, f"one of {list(DTYPE_BYTES)}")
+        if self.clock not in CLOCKS:
+            raise _fail("clock", self.clock, " or ".join(CLOCKS))
+
+    @property
+    def virtual(self) -> bool:
+        """Does this run on the virtual clock (:mod:`dlfp.sim.virtual`)?"""
+        return self.clock == "virtual"
 
 
 def _fail(key: str, value: Any, allowed: str) -> SimConfigError:

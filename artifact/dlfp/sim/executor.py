@@ -185,7 +185,7 @@ class ModeledExecutor(Executor):
         return _done(result) if non_block else result
 
     def execute_model(self, scheduler_output: SchedulerOutput, non_block: bool = False) -> Any:
-        entry = time.monotonic()
+        entry = self._now()
         for req_id in scheduler_output.finished_req_ids:
             self._requests.pop(req_id, None)
         if scheduler_output.total_num_scheduled_tokens == 0:
@@ -193,15 +193,24 @@ class ModeledExecutor(Executor):
             return _done(EMPTY_MODEL_RUNNER_OUTPUT) if non_block else EMPTY_MODEL_RUNNER_OUTPUT
         batch, prefill_tokens, decode_reqs, output = self._plan(scheduler_output)
         cost = self._cost(batch, prefill_tokens, decode_reqs)
+        self._pending.append(self._launch(entry, cost, output, scheduler_output, len(batch)))
+        return _done(None) if non_block else None
+
+    def _now(self) -> float:
+        return time.monotonic()
+
+    def _launch(self, entry: float, cost: StepTime, output: ModelRunnerOutput, scheduler_output: SchedulerOutput,
+                requests: int) -> Any:
+        """Spend the step's host time on this (the engine) thread, queue its GPU time on the stream; returns
+        what ``sample_tokens`` hands the engine core (a future of ``output``). Real time: sleeps."""
         sleep_until(entry + cost.host_s)
         submit = time.monotonic()
         start = max(submit, self._stream_free_t)
         self._stream_free_t = start + cost.gpu_s
         step = ModeledStep(host_s=cost.host_s, entry_t=entry, submit_t=submit, start_t=start, end_t=start + cost.gpu_s,
-                           tokens=scheduler_output.total_num_scheduled_tokens, requests=len(batch))
+                           tokens=scheduler_output.total_num_scheduled_tokens, requests=requests)
         self.timeline.append(step)
-        self._pending.append(self._stream.submit(_finish_on_stream, step, output, scheduler_output))
-        return _done(None) if non_block else None
+        return self._stream.submit(_finish_on_stream, step, output, scheduler_output)
 
     def _cost(self, batch: list[tuple[int, int]], prefill_tokens: int, decode_reqs: int) -> StepTime:
         """The profile's time for one step: roofline from the batch, or the fitted linear model."""

@@ -279,6 +279,8 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
             raise _fail(field, limit, f">= {need}: workload.classes[{i}] ({c.name!r}) can ask prompt_len + "
                         f"output_len = {c.prompt_len.hi} + {c.output_len.hi} = {need} tokens (its largest lengths), "
                         f"more than {field} = {limit}")
+    if engine.virtual:
+        _check_virtual(merged)
     slo = merged["slo"]
     unknown = sorted(set(slo) - {"ttft_ms", "tpot_ms"}, key=str)
     if unknown:
@@ -294,6 +296,35 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
         telemetry_interval_s=_number(merged, "telemetry_interval_s", "", 0, 60),
         raw=merged, reuse_engine=merged["reuse_engine"], warmup_requests=warmup, token_ids=merged["token_ids"],
     )
+
+
+REAL_TIME_ONLY = ("reuse_engine", "telemetry_interval_s", "warmup_requests")
+"""Config fields that mean something only for a started engine: sharing one engine's start-up across
+units, sampling the machine's hardware, warming the engine's process. A virtual run (``engine.sim.clock:
+virtual``) builds a fresh in-process engine core per unit and reads no hardware, so a value other than
+the default is refused rather than silently ignored."""
+VIRTUAL_EXTRA = ("block_size", "num_gpu_blocks_override", "max_num_partial_prefills", "max_long_partial_prefills",
+                 "scheduling_policy", "enable_chunked_prefill")
+"""``engine.extra`` arguments a virtual run takes: they set vLLM's scheduler and KV cache, which run for
+real there. Any other engine argument changes what the model runner or the worker processes do, which
+virtual time does not model."""
+
+
+def _check_virtual(merged: Mapping[str, Any]) -> None:
+    """Refuse, before any work, what a virtual run would ignore or cannot model (:data:`REAL_TIME_ONLY`,
+    :data:`VIRTUAL_EXTRA`, the CPU build's KV-cache space)."""
+    for key in REAL_TIME_ONLY:
+        if merged[key] != CPU_DEFAULT[key]:
+            raise _fail(key, merged[key], f"unset (default {CPU_DEFAULT[key]!r}) with engine.sim.clock: virtual, "
+                        "where it means nothing: it sets up a started engine, and a virtual run starts none")
+    engine = merged["engine"]
+    if engine.get("kv_cache_gib", CPU_DEFAULT["engine"]["kv_cache_gib"]) != CPU_DEFAULT["engine"]["kv_cache_gib"]:
+        raise _fail("engine.kv_cache_gib", engine["kv_cache_gib"], "unset with engine.sim: the CPU build's KV space "
+                    "(VLLM_CPU_KVCACHE_SPACE); the modeled device's memory sizes the cache")
+    extra = sorted(set(engine.get("extra") or {}) - set(VIRTUAL_EXTRA))
+    if extra:
+        raise _fail("engine.extra", engine["extra"], f"only {list(VIRTUAL_EXTRA)} with engine.sim.clock: virtual; "
+                    f"{extra} change what virtual time does not model (run them with clock: real)")
 
 
 def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

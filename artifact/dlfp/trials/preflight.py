@@ -20,6 +20,7 @@ import asyncio
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -124,13 +125,61 @@ def fit(steps: pd.DataFrame, sizes: tuple[int, ...], decoders: int, source: str)
                     source=source)
 
 
+class VirtualProbe:
+    """:func:`_probe`'s closed loop as a client of a virtual run (:mod:`dlfp.sim.virtual`): the same
+    decoders, probes, warm-up and settling, each request sent when the tokens it waits for arrive."""
+
+    def __init__(self, sizes: tuple[int, ...], decoders: int, vocab: int, max_model_len: int) -> None:
+        self.plan = [s for s in sizes for _ in range(REPEATS)]
+        self.decoders, self.vocab, self.max_model_len = decoders, vocab, max_model_len
+        self.counts = [0] * decoders
+        self.sent = 0  # probes sent
+        self.settle_to: int | None = WARM_TOKENS  # the decoders' token count the next probe waits for
+        self.done = False
+
+    def start(self, run: Any) -> None:
+        from dlfp.sim.virtual import Submission
+
+        for i in range(self.decoders):
+            run.submit(Submission(f"pf-decode-{i}", _prompt(i, DECODER_PROMPT, self.vocab),
+                                  self.max_model_len - DECODER_PROMPT - 1, 0.0))
+
+    def received(self, run: Any, request: Any, new_tokens: int) -> None:
+        from dlfp.sim.virtual import Submission
+
+        rid, t = request.submission.request_id, request.token_t[-1] if request.token_t else run.clock.now
+        if rid.startswith("pf-decode-"):
+            if request.finish_s is not None:
+                raise RuntimeError("pre-flight decoders ended before the probes were done")
+            self.counts[int(rid.rsplit("-", 1)[1])] = len(request.token_ids)
+        elif request.finish_s is not None:  # a probe is through: settle before the next
+            self.settle_to = min(self.counts) + SETTLE_TOKENS
+        if self.settle_to is None or min(self.counts) < self.settle_to:
+            return
+        self.settle_to = None
+        if self.sent == len(self.plan):
+            self.done = True
+            return
+        k, size = self.sent, self.plan[self.sent]
+        run.submit(Submission(f"pf-prefill-{k}", _prompt(1000 + k, size, self.vocab), 1, t))
+        self.sent += 1
+
+
 def run_preflight(spec: EngineSpec, facts: Workload, decoders: int, vocab: int, source: str) -> PreflightResult:
-    """Start ``spec``'s engine (stock scheduling), probe it, fit :class:`Measured`."""
+    """Start ``spec``'s engine (stock scheduling), probe it, fit :class:`Measured`. On the virtual clock
+    the same probes run as :class:`VirtualProbe` on an in-process engine core."""
     sizes = probe_sizes(facts, decoders)
     with tempfile.TemporaryDirectory(prefix="dlfp-preflight-") as tmp:
         log = Path(tmp) / "steps.jsonl"
         engine = EngineSpec(**{**spec.__dict__, "dlfp": {**spec.dlfp, "enabled": False, "step_log": str(log)}})
-        run_coroutine(with_engine(engine, lambda target: _probe(target, sizes, decoders, vocab, spec.max_model_len)))
+        if spec.virtual:
+            from dlfp.harness.engine import engine_kwargs
+            from dlfp.sim.virtual import simulate
+
+            simulate(engine_kwargs(engine), VirtualProbe(sizes, decoders, vocab, spec.max_model_len), log)
+        else:
+            run_coroutine(with_engine(engine, lambda target: _probe(target, sizes, decoders, vocab,
+                                                                     spec.max_model_len)))
         runs = list(read_step_log(log))
     if not runs:
         raise RuntimeError("pre-flight: the engine wrote no step records")

@@ -203,7 +203,8 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: Ru
         facts = workload_facts(config.raw)
         decoders = max(1, round(config.design.rules.decoders))
         sim = config.engine.sim
-        source = "measured" if sim is None else f"simulated (cost profile {sim.get('profile', 'a100')})"
+        source = "measured" if sim is None else (f"simulated (cost profile {sim.get('profile', 'a100')}"
+                                                 + (", virtual time)" if config.engine.virtual else ")"))
         report.preflight(REFERENCE)
         started = time.monotonic()
         with output_to(engine_log(out), f"===== {now()} pre-flight on the {REFERENCE} engine"):

@@ -43,6 +43,7 @@ import copy
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -107,6 +108,12 @@ def executor_name(backend: Any) -> str:
 
 class _DLFPMixin:
     """The DLFP behaviour shared by the sync and async variants."""
+
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    """Where the scheduler reads the time (its scheduler-call stamps and collect times, hence both
+    signals and the SLO controller's fit): this process's monotonic clock in an engine, the driver's
+    clock when a virtual-time driver (:mod:`dlfp.sim.virtual`) sets it on the instance, so that a
+    simulated run reads no real clock and comes out the same on any machine."""
 
     def __new__(cls, vllm_config: Any, *args: Any, **kwargs: Any) -> Any:
         wanted = DLFPAsyncScheduler if vllm_config.scheduler_config.async_scheduling else DLFPScheduler
@@ -178,7 +185,7 @@ class _DLFPMixin:
         return done
 
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
-        now = time.monotonic()
+        now = self.clock()
         # vLLM keeps the running requests that are mid-prefill in ``_inflight_prefills``
         # (0.32; it also holds KV-connector fetches, which DLFP does not support), so the
         # decision costs O(1) instead of a pass over every running request.
@@ -273,7 +280,7 @@ class _DLFPMixin:
     def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output: Any) -> Any:
         record = self._inflight.pop(id(scheduler_output), None)
         if record is not None:
-            now = time.monotonic()  # the collect time: the fallback where the executor left no stamp
+            now = self.clock()  # the collect time: the fallback where the executor left no stamp
             # The stamp first: where the executor stamps (dlfp.vllm.executors), the completion signal
             # takes the device's completion rather than this collect time, which under async
             # scheduling lags it by however long the engine core took to ask for the output.

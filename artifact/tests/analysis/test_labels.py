@@ -67,10 +67,14 @@ def test_modeled_run() -> None:
     m = manifest({"model": "qwen3-8b", "sim": {"profile": "h200", "async_scheduling": True, "tp": 2}},
                  CPU_HW, vllm="0.32.0+cpu",
                  sim_profile={"name": "h200", "values": {"device": "NVIDIA H200 SXM 141GB"}})
-    assert measured_on(m) == ("simulated: cost profile h200 (NVIDIA H200 SXM 141GB, TP 2, async scheduling), "
-                              "real vLLM 0.32.0+cpu scheduler")
+    assert measured_on(m) == ("simulated: cost profile h200 (NVIDIA H200 SXM 141GB, TP 2, async scheduling, "
+                              "real time), real vLLM 0.32.0+cpu scheduler")
     bare = manifest({"sim": {"async_scheduling": False}}, CPU_HW, vllm="0.32.0+cpu")
-    assert measured_on(bare) == "simulated: cost profile a100 (TP 1, sync scheduling), real vLLM 0.32.0+cpu scheduler"
+    assert measured_on(bare) == ("simulated: cost profile a100 (TP 1, sync scheduling, real time), "
+                                 "real vLLM 0.32.0+cpu scheduler")
+    virtual = manifest({"sim": {"clock": "virtual"}}, CPU_HW, vllm="0.32.0+cpu")
+    assert measured_on(virtual) == ("simulated: cost profile a100 (TP 1, async scheduling, virtual time), "
+                                    "real vLLM 0.32.0+cpu scheduler")
 
 
 def test_missing_fields_say_unknown() -> None:

@@ -337,15 +337,13 @@ def test_a_request_reused_from_an_earlier_run_is_refused_by_the_rig() -> None:
 
 
 class _PlantClock:
-    """``time`` for the scheduler module: a virtual clock that a test advances by each step's cost."""
+    """The scheduler's clock (``DLFPScheduler.clock``, set on the instance as the virtual-time driver
+    sets it): a test advances it by each step's cost."""
 
     def __init__(self) -> None:
         self.t = 1000.0
 
-    def monotonic(self) -> float:
-        return self.t
-
-    def time(self) -> float:
+    def __call__(self) -> float:
         return self.t
 
 
@@ -357,19 +355,18 @@ def plant_s(decodes: int, context: int, prefill: int) -> float:
 SLO_MS = 20.0
 
 
-def test_the_slo_controller_fits_the_step_cost_and_holds_the_slo(monkeypatch, tmp_path) -> None:
+def test_the_slo_controller_fits_the_step_cost_and_holds_the_slo(tmp_path) -> None:
     """``controller: slo`` in the real scheduler: each step's batch sums reach the controller, each
     completed step reaches its fit (on the completion time), and once warm the mixed steps are sized
     so that the decode gaps stay under the SLO while prefill gets what the SLO leaves."""
     from dlfp.control.steplog import read_step_log
-    from dlfp.vllm import scheduler as module
     from dlfp.vllm.direct import fabricate_output
 
     clock = _PlantClock()
-    monkeypatch.setattr(module, "time", clock)
     log = tmp_path / "steps.jsonl"
     s = make_scheduler(DLFPScheduler, async_scheduling=False,
                        dlfp={"controller": "slo", "itl_slo_ms": SLO_MS, "step_log": str(log)})
+    s.clock = clock
     arrivals = {0: [make_request(f"d{i}", 32, 400) for i in range(8)],
                 **{5 + 60 * k: [make_request(f"long{k}", 2000, 2)] for k in range(6)}}
     for _ in range(100000):
@@ -402,14 +399,13 @@ def test_the_slo_controller_fits_the_step_cost_and_holds_the_slo(monkeypatch, tm
     assert sorted(r["cap"] for r in warm)[len(warm) // 2] >= 0.8 * oracle
 
 
-def test_the_slo_controller_says_so_when_no_chunk_meets_the_slo(monkeypatch) -> None:
+def test_the_slo_controller_says_so_when_no_chunk_meets_the_slo() -> None:
     """An SLO under the decode floor: every warm mixed step is marked infeasible and gets chunk_min."""
-    from dlfp.vllm import scheduler as module
     from dlfp.vllm.direct import fabricate_output
 
     clock = _PlantClock()
-    monkeypatch.setattr(module, "time", clock)
     s = make_scheduler(DLFPScheduler, async_scheduling=False, dlfp={"controller": "slo", "itl_slo_ms": 3.0})
+    s.clock = clock
     arrivals = {0: [make_request(f"d{i}", 32, 200) for i in range(8)],
                 **{5 + 40 * k: [make_request(f"long{k}", 1000, 2)] for k in range(4)}}
     records = []
