@@ -35,6 +35,17 @@ def _paired_ci(args: argparse.Namespace) -> int:
     return 0
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
 def _trial(args: argparse.Namespace) -> int:
     from dlfp.trials.config import load_config, parse_config
     from dlfp.trials.runner import run_trials
@@ -42,7 +53,8 @@ def _trial(args: argparse.Namespace) -> int:
 
     config = load_config(args.config) if args.config else parse_config({})
     try:
-        manifest = run_trials(config, args.out, progress=not args.quiet, allow_dirty=args.allow_dirty)
+        manifest = run_trials(config, args.out, progress=not args.quiet, allow_dirty=args.allow_dirty,
+                              workers=args.workers)
     except EngineCoreDied as exc:
         print(f"dlfp: error: {exc}; finished arms are kept and {args.out / 'manifest.json'} (status "
               "failed) names the missing ones: rerun the same command to resume", file=sys.stderr)
@@ -170,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no progress lines (the engines' own output goes to <out>.engine.log either way)")
     trial.add_argument("--allow-dirty", action="store_true",
                        help="run even if the code differs from its git commit (recorded in the manifest)")
+    trial.add_argument("--workers", type=positive_int, default=None,
+                       help="processes for a virtual-time run's units (default: this machine's cores; "
+                            "results do not depend on it); real engines run one at a time")
     trial.set_defaults(func=_trial)
 
     analyze = sub.add_parser("analyze", help="paper-style paired table from a run folder's raw traces")

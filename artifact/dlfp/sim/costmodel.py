@@ -125,6 +125,11 @@ class EngineHost:
         return EngineHost(*(getattr(self, f) * factor for f in self.__slots__))
 
 
+def engine_section(host: EngineHost, source: str) -> dict[str, dict[str, Any]]:
+    """``host`` as a profile file's ``engine`` section, every value from ``source`` (one of :data:`SOURCES`)."""
+    return {key: {"value": getattr(host, field), "source": source} for key, field in _ENGINE_KEYS.items()}
+
+
 def parse_engine_host(raw: Any, origin: str = "profile") -> EngineHost | None:
     """The ``engine`` section of a profile mapping, validated like the others; None where it has none."""
     body = raw.get(ENGINE_SECTION) if isinstance(raw, Mapping) else None

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vllm.config import VllmConfig
+from vllm.envs import disable_envs_cache
 from vllm.sampling_params import RequestOutputKind, SamplingParams
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.engine.core import EngineCore
@@ -142,11 +143,14 @@ def build_core(engine_kwargs: Mapping[str, Any]) -> EngineCore:
                              ).create_engine_config()
     missing = unsupported(config)
     if missing:
-        raise ValueError(f"virtual time does not model {', '.join(missing)}: run it in real time (dlfp_sim.clock: real)")
+        raise ValueError(f"virtual time does not model {', '.join(missing)}: run it in real time "
+                         "(dlfp_sim.clock: real)")
     core = EngineCore(config, executor_class=VirtualExecutor, log_stats=False)
-    # EngineCore freezes the heap it started with (a server's start-up state); a driver that builds one
-    # core per run must let the garbage of earlier runs be collected.
+    # An engine-core process sets two process-wide states at start-up that this process must not keep: a
+    # frozen heap (the garbage of earlier runs could never be collected) and vLLM's cache of environment
+    # variables (later engines of this process would not see a variable set since).
     gc.unfreeze()
+    disable_envs_cache()
     return core
 
 

@@ -191,6 +191,8 @@ class RunProgress:
         self.doing = "the run"
         self.label = ""
         self._lock = threading.Lock()
+        self.workers = 1
+        """Units running at once: a virtual run's estimate divides the units left among its workers."""
 
     def line(self, text: str) -> None:
         if self.stream is None:
@@ -218,7 +220,7 @@ class RunProgress:
         """Announce unit ``index`` (on a fresh engine, or on the one the unit before it ran on);
         its replay reports through the returned callback."""
         u = self.units[index]
-        self.label = f"trial {u['trial'] + 1}/{self.trials} {u['arm']} (unit {index + 1}/{len(self.units)})"
+        self.label = self.unit_label(index)
         self.doing = f"{self.label}, trial-{u['trial']}/{u['arm']}"
         arm = ArmProgress(self, len(arm_requests), max((r.arrival_s for r in arm_requests), default=0.0),
                           units_after=sum(v.get("status") != "complete" for v in self.units[index + 1:]),
@@ -226,13 +228,18 @@ class RunProgress:
         self.line(f"{self.label}: {'engine reused' if reused else 'engine starting'}; {arm.status(arm.began)}")
         return arm
 
+    def unit_label(self, index: int) -> str:
+        u = self.units[index]
+        return f"trial {u['trial'] + 1}/{self.trials} {u['arm']} (unit {index + 1}/{len(self.units)})"
+
     def unit_done(self, index: int, record: Mapping[str, Any]) -> None:
         self.units[index] = dict(record)
         self.walls.append(float(record["wall_s"]))
         finished = sum(u.get("status") == "complete" for u in self.units)
         left = len(self.units) - finished
         eta = run_left_s(0.0, self.walls, left)
-        self.line(f"{self.label}: done in {duration(record['wall_s'])}; {finished}/{len(self.units)} units "
+        eta = None if eta is None else eta / self.workers
+        self.line(f"{self.unit_label(index)}: done in {duration(record['wall_s'])}; {finished}/{len(self.units)} units "
                   f"done, run {duration(self.clock() - self.started)} elapsed"
                   + (f", ~{duration(eta)} left" if left and eta is not None else ""))
 

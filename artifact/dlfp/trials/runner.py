@@ -105,17 +105,13 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
 
     def prepare(j: int) -> Any:
         """Unit ``j`` begins: a fresh partial folder, its clock, its progress line."""
-        unit = units[j]
-        trial_dir = out / f"trial-{unit['trial']}"
-        for stale in (trial_dir / f".{unit['arm']}.partial", trial_dir / unit["arm"]):
-            shutil.rmtree(stale, ignore_errors=True)  # not in the manifest as complete: incomplete
-        (trial_dir / f".{unit['arm']}.partial").mkdir(parents=True)
+        _fresh_partial(out, units[j])
         started[0] = time.monotonic()
         return report.unit(group[j], work[j], reused=j > 0)
 
     def done(j: int, result: Any) -> None:
         i, unit = group[j], units[j]
-        manifest["units"][i] = _finish_unit(config, out, unit, result, started[0])
+        manifest["units"][i] = _finish_unit(config, out, unit, result, time.monotonic() - started[0])
         manifest["missing"] = missing_units(manifest)
         write_json_atomic(out / MANIFEST, manifest)
         report.unit_done(i, manifest["units"][i])
@@ -140,8 +136,43 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
         log.unlink(missing_ok=True)
 
 
+def _run_virtual(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress, workers: int) -> None:
+    """Every missing unit of a virtual-time run, on ``workers`` processes (:mod:`dlfp.trials.parallel`), each
+    written and recorded as it finishes."""
+    from dlfp.trials.parallel import run_units
+
+    tasks = []
+    for i, unit in enumerate(manifest["units"]):
+        if unit["status"] == "complete":
+            continue
+        requests = _unit_requests(config, out, unit)
+        name = f"trial-{unit['trial']}/workload.parquet"
+        manifest.setdefault("workloads", {})[name] = sha256(out / name)
+        tasks.append((i, config.engine_for(unit["arm"]), requests))
+    report.workers = workers
+
+    def done(i: int, result: Any, wall_s: float) -> None:
+        _fresh_partial(out, manifest["units"][i])
+        manifest["units"][i] = _finish_unit(config, out, manifest["units"][i], result, wall_s)
+        manifest["missing"] = missing_units(manifest)
+        write_json_atomic(out / MANIFEST, manifest)
+        report.unit_done(i, manifest["units"][i])
+
+    with output_to(engine_log(out), f"===== {now()} {len(tasks)} virtual units on {workers} worker(s)"):
+        run_units(tasks, workers, done)
+
+
+def _fresh_partial(out: Path, unit: dict[str, Any]) -> None:
+    """An empty partial folder for ``unit``, whose tables are written there and renamed into place; what an
+    earlier attempt left of it is removed (not in the manifest as complete: incomplete)."""
+    trial_dir = out / f"trial-{unit['trial']}"
+    for stale in (trial_dir / f".{unit['arm']}.partial", trial_dir / unit["arm"]):
+        shutil.rmtree(stale, ignore_errors=True)
+    (trial_dir / f".{unit['arm']}.partial").mkdir(parents=True)
+
+
 def _finish_unit(config: TrialConfig, out: Path, unit: dict[str, Any], result: Any,
-                 started: float) -> dict[str, Any]:
+                 wall_s: float) -> dict[str, Any]:
     """Write a finished unit's tables into place (atomically: a rename) and return its manifest record."""
     trial_dir = out / f"trial-{unit['trial']}"
     final, partial = trial_dir / unit["arm"], trial_dir / f".{unit['arm']}.partial"
@@ -152,7 +183,7 @@ def _finish_unit(config: TrialConfig, out: Path, unit: dict[str, Any], result: A
     os.replace(partial, final)
     lateness = pd.Series(result.trace.lateness_s, dtype=float)
     return {
-        **unit, "status": "complete", "finished": now(), "wall_s": round(time.monotonic() - started, 2),
+        **unit, "status": "complete", "finished": now(), "wall_s": round(wall_s, 2),
         "send_lateness_ms": {"p50": float(lateness.quantile(0.5) * 1e3),
                              "p99": float(lateness.quantile(0.99) * 1e3)},
         "files": {f"{name}.parquet": sha256(final / f"{name}.parquet") for name in tables},
@@ -160,13 +191,21 @@ def _finish_unit(config: TrialConfig, out: Path, unit: dict[str, Any], result: A
     }
 
 
-def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirty: bool = False) -> dict[str, Any]:
+def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirty: bool = False,
+               workers: int | None = None) -> dict[str, Any]:
     """Run (or resume) every missing unit of ``config`` into ``out``; returns the manifest.
 
     Refuses to start unless the code runs depend on is a clean commit, or ``allow_dirty`` (or
-    ``DLFP_ALLOW_DIRTY=1``) says otherwise; the manifest's ``git`` entry records either.
+    ``DLFP_ALLOW_DIRTY=1``) says otherwise; the manifest's ``git`` entry records either. A virtual-time
+    run's units run on ``workers`` processes (default: this process's cores); real-time units, one
+    engine at a time, always.
     """
     out = Path(out)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if workers is not None and workers > 1 and not config.engine.virtual:
+        raise ValueError(f"workers = {workers}: only a virtual-time run (engine.sim.clock: virtual) runs units "
+                         "in parallel; real engines beside each other would slow each other's measurements")
     with exclusive(out):
         manifest = open_run(config, out, allow_dirty)
         if manifest["status"] == "complete":
@@ -177,7 +216,7 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirt
         with progress_stream(progress) as stream, watch_interrupt() as ctrl_c:
             report = RunProgress(out, manifest, stream)
             report.begin(engine_log(out))
-            _run_units(config, out, manifest, report, ctrl_c)
+            _run_units(config, out, manifest, report, ctrl_c, workers)
             report.finished(engine_log(out))
         manifest.update(status="complete", finished=now(), missing=[])
         for stale in ("error", "interrupted_by"):
@@ -228,10 +267,14 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: Ru
 
 
 def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress,
-               stop: StopSignal) -> None:
+               stop: StopSignal, workers: int | None = None) -> None:
     """Every missing unit in order; on any exit but success the manifest says what is missing."""
     try:
         config = _design(config, out, manifest, report)
+        if config.engine.virtual:
+            from dlfp.trials.parallel import default_workers
+
+            _run_virtual(config, out, manifest, report, workers or default_workers())
         for group in _engine_groups(config, manifest["units"]):
             _run_group(config, out, manifest, report, group)
     except BaseException as exc:
