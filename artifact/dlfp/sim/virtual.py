@@ -35,7 +35,8 @@ from __future__ import annotations
 import gc
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +45,7 @@ from vllm.config import VllmConfig
 from vllm.envs import disable_envs_cache
 from vllm.sampling_params import RequestOutputKind, SamplingParams
 from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.engine import core as engine_core_module
 from vllm.v1.engine.core import EngineCore
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
@@ -145,13 +147,25 @@ def build_core(engine_kwargs: Mapping[str, Any]) -> EngineCore:
     if missing:
         raise ValueError(f"virtual time does not model {', '.join(missing)}: run it in real time "
                          "(dlfp_sim.clock: real)")
-    core = EngineCore(config, executor_class=VirtualExecutor, log_stats=False)
-    # An engine-core process sets two process-wide states at start-up that this process must not keep: a
-    # frozen heap (the garbage of earlier runs could never be collected) and vLLM's cache of environment
-    # variables (later engines of this process would not see a variable set since).
-    gc.unfreeze()
+    # An engine-core process collects and freezes its heap at start-up (vLLM's freeze_gc_heap: three full
+    # collections, a third of a short unit's time in a process that holds vLLM and torch) and caches the
+    # environment. Here the heap is frozen without the collections, for the run's duration (the same
+    # purpose: the garbage collector skips vLLM's and torch's objects), and unfrozen when the run closes so
+    # its garbage can go; the environment cache is dropped at once (this process may start other engines).
+    with _patched(engine_core_module, "freeze_gc_heap", gc.freeze):
+        core = EngineCore(config, executor_class=VirtualExecutor, log_stats=False)
     disable_envs_cache()
     return core
+
+
+@contextmanager
+def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,8 +315,16 @@ class VirtualRun:
             client.received(self, got, len(token_ids))
 
     def close(self) -> None:
-        """Shut the engine core down (the DLFP scheduler writes its pending step records)."""
-        self.core.shutdown()
+        """Shut the engine core down as ``EngineCore.shutdown`` does for what an in-process core holds (the
+        DLFP scheduler writes its pending step records), and unfreeze the heap. Not the process teardown
+        (distributed state, device caches) that follows it there: nothing here set those up."""
+        core = self.core
+        try:
+            core.structured_output_manager.clear_backend()
+            core.model_executor.shutdown()
+            core.scheduler.shutdown()
+        finally:
+            gc.unfreeze()
 
 
 def engine_host(core: EngineCore) -> EngineHost:

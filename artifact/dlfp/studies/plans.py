@@ -168,6 +168,24 @@ def _common(trials: int, requests: int) -> dict[str, Any]:
     return {"trials": trials, "workload": {"n_requests": requests}}
 
 
+CLOCKS = ("real", "virtual")
+"""How a study's modeled targets run (:mod:`dlfp.sim.config`): ``real``, the committed runs' mode, or
+``virtual``; the CPU engine is measured either way."""
+
+
+def with_clock(raw: dict[str, Any], clock: str) -> dict[str, Any]:
+    """``raw`` (a modeled target's config) on ``clock``; in virtual time without what only a started engine
+    uses (``reuse_engine``: a virtual unit builds its engine core in milliseconds)."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock {clock!r}: use one of {list(CLOCKS)}")
+    if (raw.get("engine") or {}).get("sim") is None:
+        return raw  # a measured target: its clock is the machine's
+    raw = merge(raw, {"engine": {"sim": {"clock": clock}}})
+    if clock == "virtual":
+        raw.pop("reuse_engine", None)
+    return raw
+
+
 def target_config(target: str, over: dict[str, Any]) -> dict[str, Any]:
     """The raw config of one target (``cpu-tiny`` or a key of :data:`MODELED_TARGETS`) with ``over``."""
     if target == "cpu-tiny":
@@ -270,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", action="store_true",
                     help="capacity only: rewrite the tables and their stamp from the traces under --out, run nothing")
     ap.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
+    ap.add_argument("--clock", choices=CLOCKS, default="real",
+                    help="the modeled targets' clock (default real: the committed runs'); virtual runs them as "
+                         "discrete-event simulations, deterministic and many times faster")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes for virtual-time units (default: this machine's cores)")
     args = ap.parse_args(argv)
     if args.tables:
         if args.study != "capacity":
@@ -278,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--out {args.out}: no such folder")
         return _write_capacity_tables(args.out)
     requests = args.requests or (CAPACITY_REQUESTS if args.study == "capacity" else REQUESTS)
-    plan = STUDIES[args.study](args.trials, requests)
+    plan = [(d, parse_config(with_clock(c.raw, args.clock))) for d, c in STUDIES[args.study](args.trials, requests)]
     if args.only:
         unknown = sorted(set(args.only) - {str(d) for d, _ in plan})
         if unknown:
@@ -292,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     from dlfp.trials.runner import run_trials
 
     for folder, cfg in plan:
-        print(f"{args.out / folder}: {run_trials(cfg, args.out / folder, allow_dirty=args.allow_dirty)['status']}")
+        workers = args.workers if cfg.engine.virtual else None
+        manifest = run_trials(cfg, args.out / folder, allow_dirty=args.allow_dirty, workers=workers)
+        print(f"{args.out / folder}: {manifest['status']}")
     return _write_capacity_tables(args.out) if args.study == "capacity" else 0
 
 

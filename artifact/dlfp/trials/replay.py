@@ -1,0 +1,60 @@
+"""A simulated run's units again, in virtual time, under the design the run recorded.
+
+To compare the two modes unit by unit (``dlfp bench sim modes``), the virtual run must replay what the
+real-time run replayed: the same seeded workloads at the same rates, judged at the same SLOs. A fresh
+run would measure its own pre-flight, and a virtual pre-flight sees other host costs than a real-time
+one on this machine, so its design (rates, SLOs) would differ. Here the new run's manifest starts with
+the recorded design (and the pre-flight's step records it cites), so the runner takes it as a resumed
+run's and runs no pre-flight; the manifest says which run it came from (``design.replayed_from``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from dlfp.paths import write_json_atomic
+from dlfp.trials.arms import REFERENCE
+from dlfp.trials.config import CPU_DEFAULT, REAL_TIME_ONLY, TrialConfig, merge, parse_config
+from dlfp.trials.manifest import exclusive, open_run
+from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS, RunFolderError, read_manifest
+
+
+def virtual_config(manifest: dict[str, Any], arms: Iterable[str] | None = None) -> TrialConfig:
+    """The config of a recorded simulated run on the virtual clock: fields that only a started engine uses
+    at their defaults, and only ``arms`` (with the reference arm) where given."""
+    raw = dict(manifest["config"])
+    if (raw.get("engine") or {}).get("sim") is None:
+        raise RunFolderError(f"run {manifest.get('name')!r} ran a real model, not the modeled accelerator: "
+                             "there is nothing to replay in virtual time")
+    raw = merge(raw, {"engine": {"sim": {"clock": "virtual"}}})
+    raw.update({key: CPU_DEFAULT[key] for key in REAL_TIME_ONLY})
+    if arms is not None:
+        keep = {*arms, REFERENCE}
+        raw["arms"] = [a for a in raw["arms"] if a["name"] in keep]
+        missing = sorted(keep - {a["name"] for a in raw["arms"]})
+        if missing:
+            raise RunFolderError(f"run {manifest.get('name')!r} has no arm(s) {missing}")
+    raw["name"] = f"{raw['name']}-virtual"
+    return parse_config(raw)
+
+
+def prepare(src: Path, out: Path, arms: Iterable[str] | None = None, allow_dirty: bool = False) -> TrialConfig:
+    """Open ``out`` for the virtual replay of ``src`` (its recorded design in place); returns the config to
+    hand :func:`dlfp.trials.runner.run_trials`. Resuming an earlier replay into ``out`` keeps what it has."""
+    recorded = read_manifest(src)
+    design = recorded.get("design")
+    if design is None:
+        raise RunFolderError(f"{src} records no design to replay under")
+    config = virtual_config(recorded, arms)
+    with exclusive(out):
+        manifest = open_run(config, out, allow_dirty)
+        if "design" not in manifest:
+            if (src / PREFLIGHT_STEPS).is_file():
+                (out / PREFLIGHT_STEPS).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src / PREFLIGHT_STEPS, out / PREFLIGHT_STEPS)
+            manifest["design"] = {**design, "replayed_from": str(src)}
+            write_json_atomic(out / MANIFEST, manifest)
+    return config
