@@ -122,6 +122,18 @@ def _bench_sim(args: argparse.Namespace) -> int:
     return main(args.rest)
 
 
+def _bench_virtual(args: argparse.Namespace) -> int:
+    from dlfp.bench.virtual_time import main
+
+    return main(args.rest)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from dlfp.studies.deploy import main
+
+    return main(args.rest)
+
+
 def _study(args: argparse.Namespace) -> int:
     from dlfp.studies.plans import main
 
@@ -221,6 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     study = sub.add_parser("study", help="baselines, sensitivity and explanations studies (many runs)", add_help=False)
     study.set_defaults(func=_study, delegates=True)
+    plan = sub.add_parser("plan", help="which setting carries the most load within your ITL and TTFT SLOs: a "
+                          "capacity sweep for your model, GPU profile and workload in virtual time (simulated)",
+                          add_help=False)
+    plan.set_defaults(func=_plan, delegates=True)
 
     pipe = sub.add_parser("pipeline", help="execute the notebooks with papermill and build the book", add_help=False)
     pipe.set_defaults(func=_pipeline, delegates=True)
@@ -246,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     bsim = bench_sub.add_parser("sim", help="modeled executor: overhead per step, and modeled vs real CPU engine",
                                 add_help=False)
     bsim.set_defaults(func=_bench_sim, delegates=True)
+    bvirt = bench_sub.add_parser("virtual", help="virtual against real time on the modeled targets: speed, and "
+                                 "P99s and capacity over the same units", add_help=False)
+    bvirt.set_defaults(func=_bench_virtual, delegates=True)
     return ap
 
 

@@ -49,7 +49,7 @@ from dlfp.paths import sha256, write_json_atomic
 from dlfp.trials import sweep as sweep_design
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.runfolder import listed_files, read_manifest, verify_file, write_parquet
-from dlfp.trials.sweep import LEVELS
+from dlfp.trials.sweep import KNOWN_LEVELS
 
 
 def held_name(base: str, level: str) -> str:
@@ -70,7 +70,7 @@ def split_arm(arm: str) -> tuple[str, str | None]:
     if sep and load.replace(".", "", 1).isdigit():
         arm = base
     base, _, level = arm.rpartition(".")
-    return (base, level) if base and level in LEVELS else (arm, None)
+    return (base, level) if base and level in KNOWN_LEVELS else (arm, None)
 
 
 def point_rows(run: RunData, target: str) -> pd.DataFrame:
@@ -86,7 +86,7 @@ def point_rows(run: RunData, target: str) -> pd.DataFrame:
         point = sweep["arms"][arm]
         requests, tokens = run.tables[(k, arm)]["requests"], run.tables[(k, arm)]["tokens"]
         summary = metrics.summarize(requests, tokens, math.inf, math.inf)
-        for level in (held,) if held else LEVELS:
+        for level in (held,) if held else sweep["slos"]:
             slo = sweep["slos"][level]
             attained = metrics.slo_compliance(requests, slo["ttft_ms"] / 1e3, slo["itl_ms"] / 1e3)
             rows.append({

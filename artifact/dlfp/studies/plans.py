@@ -236,17 +236,20 @@ def explanations(trials: int = TRIALS, requests: int = REQUESTS) -> list[tuple[P
     return plan
 
 
-def capacity_arms(target: str) -> list[dict[str, Any]]:
-    """The capacity run's arms: every arm at every load (fixed arms once, SLO arms once per level),
-    an arm's loads consecutive so that one engine serves them; plain ``stock`` at the lowest load."""
+def capacity_arms(target: str, levels: tuple[str, ...] | None = None,
+                  only: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """The capacity run's arms: every arm at every load (fixed arms once, SLO arms once per level of
+    ``levels``, default the study's two), an arm's loads consecutive so that one engine serves them;
+    plain ``stock`` at the lowest load. ``only``: these arms (default: the target's set)."""
     from dlfp.studies.capacity import held_name, unit_name
     from dlfp.trials.sweep import LEVELS, LOADS
 
-    reduced = {"cpu-tiny": CPU_CAPACITY_ARMS, FIELD_TARGET: FIELD_CAPACITY_ARMS}.get(target)
+    levels = LEVELS if levels is None else levels
+    reduced = only or {"cpu-tiny": CPU_CAPACITY_ARMS, FIELD_TARGET: FIELD_CAPACITY_ARMS}.get(target)
     keep = (lambda name: True) if reduced is None else (lambda name: name in reduced)
     fixed = [a for a in CAPACITY_FIXED_ARMS if keep(a["name"])]
     held = [{"name": held_name(a["name"], level), "dlfp": {**a["dlfp"], "itl_slo_ms": f"@itl_slo_{level}"}}
-            for a in SLO_ARMS if keep(a["name"]) for level in LEVELS]
+            for a in SLO_ARMS if keep(a["name"]) for level in levels]
     return [{"name": REFERENCE} if a["name"] == REFERENCE and load == LOADS[0] else
             {**a, "name": unit_name(a["name"], load), "load": load} for a in [*fixed, *held] for load in LOADS]
 

@@ -140,6 +140,11 @@ class DesignSpec:
     rules: Rules = Rules()
     load: float | None = None
     """Capacity designs only: stock's predicted prefill load the workload's rate is set to."""
+    itl_slo_ms: float | None = None
+    """Capacity designs only: a given ITL SLO (with ``ttft_slo_ms``): one SLO level,
+    :data:`~dlfp.trials.sweep.GIVEN`, instead of the two the pre-flight derives."""
+    ttft_slo_ms: float | None = None
+    """Capacity designs only: the given TTFT SLO beside ``itl_slo_ms``."""
 
     @classmethod
     def parse(cls, raw: Any) -> DesignSpec:
@@ -147,7 +152,7 @@ class DesignSpec:
             return cls()
         if not isinstance(raw, Mapping):
             raise ValueError(f"config field 'design' = {raw!r} is invalid: allowed a mapping")
-        own = ("kind", "enforce", "load")
+        own = ("kind", "enforce", "load", "itl_slo_ms", "ttft_slo_ms")
         known = set(own) | {f.name for f in fields(Rules)}
         unknown = sorted(set(raw) - known, key=str)
         if unknown:
@@ -165,8 +170,18 @@ class DesignSpec:
         if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float))
                                  or not math.isfinite(load) or not 0 < load <= 10):
             raise ValueError(f"config field 'design.load' = {load!r} is invalid: allowed a share in (0, 10]")
+        given = [raw.get("itl_slo_ms"), raw.get("ttft_slo_ms")]
+        if any(v is not None for v in given):
+            if kind != "capacity" or any(v is None for v in given):
+                raise ValueError("config fields 'design.itl_slo_ms' and 'design.ttft_slo_ms' go together, in a "
+                                 "capacity design (design.kind: capacity): the one SLO level a user gives")
+            for key, v in zip(("itl_slo_ms", "ttft_slo_ms"), given, strict=True):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 3.6e6:
+                    raise ValueError(f"config field 'design.{key}' = {v!r} is invalid: allowed milliseconds in "
+                                     "(0, 3600000]")
         return cls(kind, enforce, Rules(**{k: v for k, v in raw.items() if k not in own}),
-                   None if load is None else float(load))
+                   None if load is None else float(load),
+                   *(None if v is None else float(v) for v in given))
 
 
 def _largest_share(m: Measured, w: Workload, rules: Rules, target_s: float) -> float:
@@ -278,13 +293,14 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     ``itl_slo_ms``) at the tight level, nothing refused. The record's ``sweep.arms`` gives each arm's
     load, rate and requests."""
     long_w = long_weight_share(config["workload"]["classes"])
-    sweep = sweep_record(m, w, long_w, float(spec.load))
-    tight = sweep["slos"]["tight"]
+    given = None if spec.itl_slo_ms is None else {"itl_ms": spec.itl_slo_ms, "ttft_ms": spec.ttft_slo_ms}
+    sweep = sweep_record(m, w, long_w, float(spec.load), given)
+    tight = next(iter(sweep["slos"].values()))  # the tightest level (the given one where the user gave it)
     target_s = tight["itl_ms"] * target_fraction / 1e3
     rate = sweep["rate_rps"]
     p = predict(m, w, rate * long_w, rate * (1 - long_w), target_s)
-    arms = resolve_arms(config["arms"], derived_values(m, w, target_s, spec.rules.decoders)) or [
-        dict(a) for a in config["arms"]]
+    values = {**derived_values(m, w, target_s, spec.rules.decoders), **derived_slos(sweep["slos"])}
+    arms = resolve_arms(config["arms"], values) or [dict(a) for a in config["arms"]]
     n_top = top_requests(int(config["workload"]["n_requests"]), rate_at_load(m, w, long_w, LOADS[-1]),
                          min_span_s(sweep["slos"]))
     for a in arms:
@@ -305,6 +321,7 @@ DERIVED: dict[str, str] = {
                        "the budget from the latency target, by profiling)",
     "@itl_slo_tight": "the capacity study's tight ITL SLO in ms (dlfp.trials.sweep: 5 measured decode steps)",
     "@itl_slo_relaxed": "the capacity study's relaxed ITL SLO in ms (dlfp.trials.sweep: 25 measured decode steps)",
+    "@itl_slo_given": "a capacity design's given ITL SLO in ms (design.itl_slo_ms: dlfp plan's)",
 }
 """Values an arm may name instead of a number; each design resolves them from its measurement."""
 

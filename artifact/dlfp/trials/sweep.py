@@ -37,6 +37,10 @@ from dlfp.trials.prediction import Measured, Workload, long_prefill, round_sig
 
 LEVELS = ("tight", "relaxed")
 """The two SLO levels of the capacity study."""
+GIVEN = "given"
+"""The one SLO level of a sweep whose SLOs a user gives (``design.itl_slo_ms`` and ``design.ttft_slo_ms``,
+as ``dlfp plan`` sets them) instead of deriving them from the pre-flight."""
+KNOWN_LEVELS = (*LEVELS, GIVEN)
 ITL_STEPS: dict[str, float] = {"tight": 5.0, "relaxed": 25.0}
 """ITL SLO per level, in measured decode-only steps (after Sarathi-Serve's strict and relaxed SLOs)."""
 TTFT_PREFILLS: dict[str, float] = {"tight": 3.0, "relaxed": 10.0}
@@ -135,9 +139,12 @@ def derived_slos(levels: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     return {f"@itl_slo_{level}": float(v["itl_ms"]) for level, v in levels.items()}
 
 
-def sweep_record(m: Measured, w: Workload, long_share: float, load: float) -> dict[str, Any]:
-    """What a sweep point records in its design: load, rate, the SLO levels and the bound per level."""
-    levels = slo_levels(m, w)
+def sweep_record(m: Measured, w: Workload, long_share: float, load: float,
+                 given: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """What a sweep point records in its design: load, rate, the SLO levels (:func:`slo_levels`, or the one
+    ``given`` level: ``{"itl_ms": ..., "ttft_ms": ...}``) and the bound per level."""
+    levels = {GIVEN: {"itl_ms": float(given["itl_ms"]), "ttft_ms": float(given["ttft_ms"])}} if given else \
+        slo_levels(m, w)
     bounds = {lv: round_sig(capacity_bound(m, w, long_share, v["itl_ms"] / 1e3)) for lv, v in levels.items()}
     return {"load": load, "rate_rps": round_sig(rate_at_load(m, w, long_share, load)), "slos": levels,
             "bound_rps": bounds}

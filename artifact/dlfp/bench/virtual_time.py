@@ -1,0 +1,175 @@
+"""Virtual time against real time on the modeled targets: how fast, and how close.
+
+``dlfp bench virtual speed``: one unit of each modeled target of the capacity study (the committed run
+under ``--study``, its recorded design: the same rate and workload), run here twice, side by side: in
+real time (a fresh engine that sleeps each modeled step) and in virtual time (:mod:`dlfp.sim.virtual`).
+It reports each one's wall time, the whole unit (engine start and warm-up included) and the replay
+alone, and their ratios, with the P99 ITL and P99 TTFT each gave. Targets: at least 20x on the 8B and
+32B targets, 5x on 0.6B.
+
+``dlfp bench virtual modes``: the committed real-time capacity runs' units of a few arms (every load,
+every trial) replayed in virtual time under their recorded designs (:mod:`dlfp.trials.replay`), then,
+per target, the median relative difference of P99 ITL and P99 TTFT over the same units, and each arm's
+capacity per SLO level in both modes. The real-time side is the committed traces: made on the hosts
+and at the commits their manifests name, whose Python ran vLLM's engine core, where virtual time
+prices it from the profile's ``engine`` section. Targets: median difference at most 5% on P99 ITL and
+10% on P99 TTFT.
+
+Both write ``report.json`` under ``--out`` and print a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STUDY = Path("data/runs/study-capacity")
+MODELED = ("a100-qwen3-0.6b", "a100-qwen3-8b", "a100-qwen3-32b", "a100-qwen3-8b-tp2", "h200-qwen3-8b",
+           "h200-qwen3-8b-field")
+SPEED_ARM = "stock_0.6"
+"""The unit the speed benchmark times: stock at a middle load, where steps mix prefill and decode."""
+MODE_ARMS = ("stock", "mbt-512", "dlfp", "dlfp-slo")
+"""The arms the modes benchmark replays: stock, the best single fixed budget, the paper's law and the SLO
+controller (each held arm at both SLO levels), every load."""
+ITL_TARGET, TTFT_TARGET = 0.05, 0.10
+
+
+def _unit(run: Path, arm: str, trial: int) -> tuple[Any, Any, list[Any], int]:
+    """The real-time config of ``run`` as it ran (its design's overrides in), the virtual one, the unit's
+    workload and its warm-up count."""
+    from dlfp.harness import workload
+    from dlfp.trials.config import run_config
+    from dlfp.trials.replay import virtual_config
+    from dlfp.trials.runfolder import read_manifest
+
+    manifest = read_manifest(run)
+    real = run_config(manifest)
+    virtual = virtual_config({**manifest, "config": real.raw})
+    requests = workload.generate(real.workload_spec(real.seeds[trial], arm))
+    return real, virtual, requests, real.warmup_requests
+
+
+def _p99s(result: Any) -> dict[str, float]:
+    from dlfp.analysis import metrics
+
+    s = metrics.summarize(result.trace.requests, result.trace.tokens, np.inf, np.inf)
+    return {"itl_p99_ms": float(s["itl_p99_ms"]), "ttft_p99_ms": float(s["ttft_p99_ms"])}
+
+
+class _Stamp:
+    """A progress callback that keeps when the measured replay began (its call with 0, after the warm-up)."""
+
+    def __init__(self) -> None:
+        self.t = math.nan
+
+    def __call__(self, n: int) -> None:
+        if n == 0:
+            self.t = time.monotonic()
+
+
+def speed(study: Path, targets: Sequence[str], arm: str = SPEED_ARM, trial: int = 0) -> list[dict[str, Any]]:
+    """Per target: the unit's wall time in each mode (module docstring)."""
+    from dlfp.harness.arm import run_arm
+    from dlfp.harness.virtual import run_workload
+
+    rows = []
+    for target in targets:
+        real, virtual, requests, warm = _unit(study / target, arm, trial)
+        with tempfile.TemporaryDirectory(prefix="dlfp-speed-") as tmp:
+            began = _Stamp()
+            t0 = time.monotonic()
+            done = run_arm(real.engine_for(arm), requests, Path(tmp) / "real.jsonl", warmup=requests[:warm],
+                           progress=began)
+            t1 = time.monotonic()
+            sim = run_workload(virtual.engine_for(arm), requests, Path(tmp) / "virtual.jsonl")
+            t2 = time.monotonic()
+        replay = t1 - began.t
+        rows.append({"target": target, "unit": f"trial-{trial}/{arm}", "requests": len(requests),
+                     "span_s": float(sim.trace.requests["finish_s"].max()),
+                     "real_unit_s": t1 - t0, "real_replay_s": replay, "virtual_s": t2 - t1,
+                     "ratio_unit": (t1 - t0) / (t2 - t1), "ratio_replay": replay / (t2 - t1),
+                     **{f"real_{k}": v for k, v in _p99s(done).items()},
+                     **{f"virtual_{k}": v for k, v in _p99s(sim).items()}})
+        print(f"[bench virtual] {target}: real {t1 - t0:.1f} s (replay {replay:.1f} s), virtual {t2 - t1:.2f} s",
+              file=sys.stderr, flush=True)
+    return rows
+
+
+def modes(study: Path, targets: Sequence[str], out: Path, arms: Sequence[str] = MODE_ARMS,
+          workers: int | None = None, allow_dirty: bool = False) -> dict[str, Any]:
+    """Replay, compare per unit and per capacity (module docstring)."""
+    from dlfp.analysis.runs import load_run
+    from dlfp.studies.capacity import capacity_table, load_points, point_rows, split_arm
+    from dlfp.trials import replay
+    from dlfp.trials.runfolder import read_manifest
+    from dlfp.trials.runner import run_trials
+
+    committed, _ = load_points(study)
+    units, capacities = [], []
+    for target in targets:
+        names = [a["name"] for a in read_manifest(study / target)["config"]["arms"]
+                 if split_arm(a["name"])[0] in arms]
+        config = replay.prepare(study / target, out / target, names, allow_dirty)
+        run_trials(config, out / target, allow_dirty=allow_dirty, workers=workers)
+        virtual = point_rows(load_run(out / target), target)
+        real = committed[(committed.target == target) & committed.unit_arm.isin(set(virtual.unit_arm))]
+        key = ["level", "unit_arm", "trial"]
+        both = real.merge(virtual, on=key, suffixes=("_real", "_virtual"))
+        for metric in ("itl_p99_ms", "ttft_p99_ms"):
+            both[f"{metric}_diff"] = both[f"{metric}_virtual"] / both[f"{metric}_real"] - 1
+        units.append(both.assign(target=target))
+        cap = {mode: capacity_table(points).set_index(["level", "arm"])["capacity_rps"]
+               for mode, points in (("real", real), ("virtual", virtual))}
+        capacities.append(pd.DataFrame(cap).reset_index().assign(target=target))
+    per_unit = pd.concat(units, ignore_index=True)
+    caps = pd.concat(capacities, ignore_index=True)
+    caps["diff"] = caps["virtual"] / caps["real"] - 1
+    summary = per_unit.drop_duplicates(["target", "unit_arm", "trial"]).groupby("target").agg(
+        units=("unit_arm", "size"),
+        itl_p99_median_abs_diff=("itl_p99_ms_diff", lambda d: float(np.median(np.abs(d)))),
+        itl_p99_median_diff=("itl_p99_ms_diff", "median"),
+        ttft_p99_median_abs_diff=("ttft_p99_ms_diff", lambda d: float(np.median(np.abs(d)))),
+        ttft_p99_median_diff=("ttft_p99_ms_diff", "median"))
+    return {"study": str(study), "arms": list(arms), "summary": summary.reset_index().to_dict("records"),
+            "capacity": caps.to_dict("records"), "targets": {"itl_p99": ITL_TARGET, "ttft_p99": TTFT_TARGET}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from dlfp.paths import write_json_atomic
+
+    ap = argparse.ArgumentParser(prog="dlfp bench virtual", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    for name, text in (("speed", "one unit per modeled target in both modes, timed side by side"),
+                       ("modes", "the committed real-time capacity units replayed in virtual time, compared")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--study", type=Path, default=STUDY, help="the committed capacity study (real time)")
+        p.add_argument("--targets", nargs="+", default=list(MODELED), choices=MODELED)
+        p.add_argument("--out", type=Path, required=True, help="folder for report.json (and modes' runs)")
+        p.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
+    sub.choices["modes"].add_argument("--arms", nargs="+", default=list(MODE_ARMS))
+    sub.choices["modes"].add_argument("--workers", type=int, default=None)
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.what == "speed":
+        rows = speed(args.study, args.targets)
+        write_json_atomic(args.out / "report.json", {"study": str(args.study), "units": rows})
+        table = pd.DataFrame(rows)[["target", "span_s", "real_unit_s", "real_replay_s", "virtual_s", "ratio_unit",
+                                    "ratio_replay", "real_itl_p99_ms", "virtual_itl_p99_ms", "real_ttft_p99_ms",
+                                    "virtual_ttft_p99_ms"]]
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        return 0
+    report = modes(args.study, args.targets, args.out, args.arms, args.workers, args.allow_dirty)
+    write_json_atomic(args.out / "report.json", report)
+    print(pd.DataFrame(report["summary"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(pd.DataFrame(report["capacity"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
