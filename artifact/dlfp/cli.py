@@ -146,6 +146,12 @@ def _pipeline(args: argparse.Namespace) -> int:
     return main(args.rest)
 
 
+def _cluster_study(args: argparse.Namespace) -> int:
+    from dlfp.cluster.array import main
+
+    return main(args.rest)
+
+
 def _cluster_submit(args: argparse.Namespace) -> int:
     from dlfp.cluster.submit import main
 
@@ -246,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     csub = cluster.add_parser("submit", help="submit verify -> trials -> generalization -> book as chained jobs "
                               "(--dry-run: print the job list)", add_help=False)
     csub.set_defaults(func=_cluster_submit, delegates=True)
+    cstudy = cluster.add_parser("study", help="a study's modeled targets in virtual time as one SLURM job array",
+                                add_help=False)
+    cstudy.set_defaults(func=_cluster_study, delegates=True)
 
     bench = sub.add_parser("bench", help="benchmarks (ratios measured side by side)")
     bench_sub = bench.add_subparsers(dest="what", required=True)

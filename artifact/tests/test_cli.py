@@ -18,7 +18,7 @@ from scipy import stats as sps
 from dlfp.cli import INTERRUPTED, build_parser, main
 from dlfp.trials.interrupts import Interrupted
 
-SUBCOMMANDS = ["stats", "trial", "analyze", "import-bench", "calibrate", "sim", "gpu-check", "study", "pipeline",
+SUBCOMMANDS = ["stats", "trial", "analyze", "import-bench", "calibrate", "sim", "gpu-check", "study", "plan", "pipeline",
                "cluster", "bench"]
 
 
@@ -37,7 +37,7 @@ def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_help_lists_its_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
-    assert "{schedule,driver,load,reuse,sim}" in capsys.readouterr().out
+    assert "{schedule,driver,load,reuse,sim,virtual}" in capsys.readouterr().out
 
 
 def test_trial_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -145,7 +145,8 @@ def test_delegated_commands_get_their_own_options(monkeypatch: pytest.MonkeyPatc
 def test_every_delegated_command_skips_dlfps_own_help() -> None:
     parser = build_parser()
     for argv in (["study"], ["pipeline"], ["gpu-check"], ["cluster", "submit"], ["sim", "gpu-calibrate"],
-                 ["bench", "schedule"], ["bench", "driver"], ["bench", "load"], ["bench", "sim"]):
+                 ["bench", "schedule"], ["bench", "driver"], ["bench", "load"], ["bench", "sim"], ["bench", "virtual"],
+                 ["plan"], ["cluster", "study"]):
         args, rest = parser.parse_known_args([*argv, "--help", "--x", "1"])
         assert args.delegates is True and rest == ["--help", "--x", "1"], argv
 

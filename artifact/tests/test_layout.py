@@ -124,6 +124,7 @@ TESTED_THROUGH = {
     "dlfp.vllm.lifeline": "integration/test_faults_cpu.py",  # needs a real engine core to outlive its driver
     "dlfp.sim.standalone": "sim/test_executor.py",  # the rig the executor tests drive
     "dlfp.bench.load": "integration/test_load_cpu.py",  # starts an engine core
+    "dlfp.harness.result": "harness/test_arm.py",  # what the arm runners return, tested with them
 }
 """Modules whose tests live in the file named here, which must import them (glue and test rigs)."""
 

@@ -3,8 +3,8 @@
 Derived from the run's manifest alone, never from words written for one machine, so a book built
 from a GPU run reads correctly without edits: "2-core Intel Xeon Processor, vLLM 0.32.0+cpu",
 "1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0", or for the modeled accelerator "simulated: cost
-profile a100 (NVIDIA A100 80GB SXM4, TP 1, async scheduling, virtual time), real vLLM 0.32.0+cpu
-scheduler" (or "real time": a real engine that sleeps each modeled step).
+profile a100 (NVIDIA A100 80GB SXM4, TP 1, async scheduling, virtual time, engine costs gpu-node), real
+vLLM 0.32.0+cpu scheduler" (or "real time": a real engine that sleeps each modeled step).
 
 The GPUs named are the ones the engine used: the first ``tensor_parallel_size`` of the GPUs
 visible to the run (``hardware.visible_gpus``, NVML indices in CUDA's order, see
@@ -156,8 +156,10 @@ def _simulated(sim: Mapping[str, Any], profile: Mapping[str, Any], vllm: str) ->
     name = sim.get("profile") or profile.get("name") or "a100"  # dlfp.sim.config's default profile
     device = (profile.get("values") or {}).get("device")
     mode = "async" if sim.get("async_scheduling", True) else "sync"
-    clock = sim.get("clock", "real")  # dlfp.sim.config's default: runs recorded before the key ran in real time
-    inside = ", ".join(p for p in (device, f"TP {sim.get('tp', 1)}", f"{mode} scheduling", f"{clock} time") if p)
+    # dlfp.sim.config's defaults: runs recorded before the keys existed ran in real time (gpu-node is the engine's)
+    clock = f"virtual time, engine costs {sim.get('engine', 'gpu-node')}" if sim.get("clock") == "virtual" \
+        else "real time"
+    inside = ", ".join(p for p in (device, f"TP {sim.get('tp', 1)}", f"{mode} scheduling", clock) if p)
     return f"simulated: cost profile {name} ({inside}), real vLLM {vllm} scheduler"
 
 

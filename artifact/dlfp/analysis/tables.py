@@ -45,7 +45,7 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
 
 def async_mismatches(run: RunData) -> list[str]:
     """Units whose engine ran another async mode than their config asked for (from each unit's
-    ``ran`` record, :data:`dlfp.harness.arm.RAN`): explicitly, or, where the config left it to vLLM,
+    ``ran`` record, :data:`dlfp.harness.result.RAN`): explicitly, or, where the config left it to vLLM,
     synchronously on a GPU build, whose default is async. A modeled accelerator's mode is the cost
     model's (``engine.sim``), not the scheduler's, so simulated runs are not compared."""
     if run.config.engine.sim is not None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 OVERHEAD_TARGET_MS = 0.5
 
@@ -120,10 +121,10 @@ def compare_runs(real_dir: Path, modeled_dir: Path, profile_path: Path) -> dict[
 
 def fidelity(calibration_run: Path, config_path: Path, out: Path, allow_dirty: bool = False) -> dict[str, Any]:
     """Calibrate, run the validation workload real and modeled, compare (module docstring)."""
-    from dlfp.analysis.calibration import calibrate_run
+    from dlfp.analysis.calibration import calibrate_engine, calibrate_run
     from dlfp.book.notebook import config_with_overrides
     from dlfp.paths import write_json_atomic, write_text_atomic
-    from dlfp.trials.config import merge, parse_config, run_config
+    from dlfp.trials.config import CPU_DEFAULT, REAL_TIME_ONLY, merge, parse_config, run_config
     from dlfp.trials.runfolder import read_manifest
     from dlfp.trials.runner import run_trials
 
@@ -132,26 +133,46 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path, allow_dirty: b
         raise ValueError(f"{config_path}: the validation config must run the real engine (no engine.sim)")
     profile = calibrate_run(calibration_run, name=f"fitted-{Path(calibration_run).name}")
     out.mkdir(parents=True, exist_ok=True)
-    profile_path = out / "profile.yaml"
+    # The virtual replay also prices the engine core's host work, which the real-time one spends for real:
+    # an engine-core profile fitted to the same run (dlfp.sim.enginefit.engine_host_fit).
+    profile_path, engine_path = out / "profile.yaml", out / "engine.yaml"
     write_text_atomic(profile_path, profile.to_yaml())
+    write_text_atomic(engine_path, yaml.safe_dump(calibrate_engine(calibration_run), sort_keys=False))
     dtype_bytes = 4 if real_cfg.engine.dtype == "float32" else 2
     sim = {"profile": str(profile_path), "async_scheduling": False, "dtype_bytes": dtype_bytes}
     print(f"[bench sim] real run of {config_path} ...", file=sys.stderr, flush=True)
     run_trials(real_cfg, out / "real", progress=True, allow_dirty=allow_dirty)
-    # The modeled run replays exactly what the real one ran: its design, fixed.
+    # The modeled runs replay exactly what the real one ran: its design, fixed.
     ran = run_config(read_manifest(out / "real")).raw
-    modeled_cfg = parse_config(merge(ran, {"name": f"{real_cfg.name}-modeled", "engine": {"sim": sim},
-                                           "design": {"kind": "fixed", "enforce": False}}))
-    print(f"[bench sim] modeled run of {config_path} ...", file=sys.stderr, flush=True)
+    fixed = {"design": {"kind": "fixed", "enforce": False}}
+    modeled_cfg = parse_config(merge(ran, {"name": f"{real_cfg.name}-modeled", "engine": {"sim": sim}, **fixed}))
+    print(f"[bench sim] modeled run of {config_path} (real time) ...", file=sys.stderr, flush=True)
     run_trials(modeled_cfg, out / "modeled", progress=True, allow_dirty=allow_dirty)
+    virtual = {**sim, "engine": str(engine_path), "clock": "virtual"}
+    virtual_cfg = parse_config(merge(ran, {"name": f"{real_cfg.name}-virtual", "engine": {"sim": virtual},
+                                           **fixed, **{k: CPU_DEFAULT[k] for k in REAL_TIME_ONLY}}))
+    print(f"[bench sim] modeled run of {config_path} (virtual time) ...", file=sys.stderr, flush=True)
+    run_trials(virtual_cfg, out / "virtual", progress=True, allow_dirty=allow_dirty)
     report = {"calibration_run": str(calibration_run), "validation_config": str(config_path),
-              "fit": profile.fit.to_dict(), **compare_runs(out / "real", out / "modeled", profile_path)}
+              "fit": profile.fit.to_dict(), **compare_runs(out / "real", out / "modeled", profile_path),
+              "virtual": compare_runs(out / "real", out / "virtual", profile_path)}
     write_json_atomic(out / "report.json", report)
     return report
 
 
 def fidelity_table(report: dict[str, Any]) -> pd.DataFrame:
-    """One row per compared quantity: real, modeled, relative difference (and the target)."""
+    """One row per compared quantity: real, modeled, relative difference (and the target); with a virtual
+    replay in the report (``virtual``), its value and difference beside the real-time one's."""
+    table = _table(report)
+    if "virtual" in report:
+        other = _table({**report, **report["virtual"]})
+        table.insert(3, "virtual", other["modeled"])
+        table.insert(4, "virtual difference", other["difference"].where(other["real"].notna()))
+        table = table.rename(columns={"modeled": "modeled (real time)", "difference": "difference (real time)"})
+    return table
+
+
+def _table(report: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for arm, a in report["arms"].items():
         rows.append({"quantity": f"{arm}: fit's per-step error on the real steps, p50", "real": None,

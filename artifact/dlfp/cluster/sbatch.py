@@ -150,7 +150,8 @@ def script(job: Job, slurm: Slurm, root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run(args: Sequence[str]) -> str:
+def run_command(args: Sequence[str]) -> str:
+    """A SLURM client command's standard output; a failure raises with its message."""
     done = subprocess.run(list(args), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"{shlex.join(args)} failed (exit {done.returncode}): {done.stderr.strip()}")
@@ -166,7 +167,7 @@ def queued(runs: Path) -> dict[str, str]:
     ids = {str(j["id"]): j["name"] for j in last.get("jobs", [])}
     if not ids:
         return {}
-    out = _run(["squeue", "-h", "--me", "-o", "%i %T"])  # -j would fail once the old ids are purged
+    out = run_command(["squeue", "-h", "--me", "-o", "%i %T"])  # -j would fail once the old ids are purged
     states = dict(line.split() for line in out.splitlines() if line.strip())
     return {ids[i]: f"{i} {s}" for i, s in states.items() if i in ids and s in ACTIVE_STATES}
 
@@ -193,7 +194,7 @@ def submit(plan: Plan, slurm: Slurm, root: Path) -> dict[str, str]:
             deps = [ids[name] for name in job.after]
             args = ["sbatch", "--parsable", "--kill-on-invalid-dep=yes",
                     *([f"--dependency=afterok:{':'.join(deps)}"] if deps else []), str(path)]
-            ids[job.name] = _run(args).strip().split(";")[0]
+            ids[job.name] = run_command(args).strip().split(";")[0]
     except BaseException:
         if ids:
             subprocess.run(["scancel", *ids.values()], capture_output=True, timeout=120)

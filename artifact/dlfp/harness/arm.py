@@ -22,59 +22,18 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pandas as pd
-
-from dlfp.control.steplog import read_step_log
-from dlfp.harness.driver import EngineTarget, TrialTrace, drive
+from dlfp.harness.driver import EngineTarget, drive
 from dlfp.harness.engine import EngineSpec, start_engine
+from dlfp.harness.result import ArmResult, steps_frame
 from dlfp.harness.telemetry import TelemetrySampler, engine_gpus
 from dlfp.harness.workload import Request
 from dlfp.vllm import lifeline
 
 T = TypeVar("T")
-
-
-RAN = ("scheduler", "async_scheduling", "executor")
-"""What the engine reports it ran, from its step log's header: the scheduler class vLLM chose
-(``DLFPAsyncScheduler`` only under async scheduling), the async mode and the executor. A config
-asks; vLLM may decide otherwise (it turns async scheduling off where a feature needs it), and a
-label must say what ran."""
-
-
-@dataclass
-class ArmResult:
-    """Client trace plus engine-side steps, both on the trial's time base (seconds), and what
-    the engine reports it ran (:data:`RAN`; empty for results built without an engine)."""
-
-    trace: TrialTrace
-    steps: pd.DataFrame
-    telemetry: pd.DataFrame
-    ran: dict[str, Any] = field(default_factory=dict)
-
-
-def steps_frame(step_log: Path, t0_monotonic: float,
-                segment: int | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The step records of the last engine start (or of its ``segment``-th segment, counting from
-    0: one per workload of a reused engine), times shifted to the trial's time base, and what its
-    header says ran (:data:`RAN`)."""
-    runs = list(read_step_log(step_log))
-    if segment is not None:  # the last start's segments: its first header has segment 0
-        starts = [i for i, (h, _) in enumerate(runs) if h.get("segment", 0) == 0]
-        runs = runs[starts[-1]:] if starts else []
-        runs = runs[segment:segment + 1]
-    if not runs:
-        which = "" if segment is None else f" for workload {segment}"
-        raise RuntimeError(f"no step records in {step_log}{which}: was the DLFP scheduler active?")
-    header, rows = runs[-1]
-    steps = pd.DataFrame(rows)
-    for col in ("schedule_t", "complete_t", "exec_done_t"):
-        if col in steps:
-            steps[col] = steps[col].astype(float) - t0_monotonic
-    return steps, {k: header[k] for k in RAN if k in header}
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:

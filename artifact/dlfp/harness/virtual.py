@@ -3,7 +3,7 @@
 An engine spec whose ``sim`` says ``clock: virtual`` runs here instead of on a started engine: each
 workload gets a fresh in-process engine core on a clock that starts at 0 at its first possible
 arrival, the open-loop client sends every request exactly at its arrival (send lateness 0), and the
-result is the same :class:`~dlfp.harness.arm.ArmResult` a real engine gives (client trace, step
+result is the same :class:`~dlfp.harness.result.ArmResult` a real engine gives (client trace, step
 records through the DLFP step log, what ran), so the run folder, the analysis and the book need no
 change. Nothing here reads a real clock. What a real engine needs and a virtual core does not is
 skipped and said: no warm-up (there is no process to warm, and a fresh core is what a reset engine
@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from dlfp.harness.arm import ArmResult, steps_frame
 from dlfp.harness.driver import RequestTrace, to_trace
 from dlfp.harness.engine import EngineSpec, engine_kwargs
+from dlfp.harness.result import ArmResult, steps_frame
 from dlfp.harness.telemetry import COLUMNS
 from dlfp.harness.workload import Request
 

@@ -12,6 +12,8 @@ from typing import Any
 
 CONFIG_KEY = "dlfp_sim"
 DTYPE_BYTES = (1, 2, 4)
+DEFAULT_ENGINE = "gpu-node"
+"""The shipped engine-core cost profile (``profiles/engine/gpu-node.yaml``)."""
 CLOCKS = ("real", "virtual")
 """``real``: the modeled executor sleeps each step inside a real engine (:mod:`dlfp.sim.executor`);
 ``virtual``: a discrete-event driver runs vLLM's engine core and scheduler on a virtual clock, no
@@ -30,7 +32,9 @@ class SimConfig:
     async scheduling (GPU vLLM's default, on here too). ``tp``: modeled tensor-parallel
     size (the engine itself stays one process). ``dtype_bytes``: bytes per weight, KV and
     activation value (2 for bf16). ``clock``: one of :data:`CLOCKS`; a run recorded before the key
-    existed ran in real time, which stays the default.
+    existed ran in real time, which stays the default. ``engine``: the engine-core cost profile virtual
+    time charges (a shipped name, :data:`DEFAULT_ENGINE`, or a YAML path); real time runs the engine core
+    for real and refuses another.
     """
 
     profile: str = "a100"
@@ -38,6 +42,7 @@ class SimConfig:
     tp: int = 1
     dtype_bytes: int = 2
     clock: str = "real"
+    engine: str = DEFAULT_ENGINE
 
     def __post_init__(self) -> None:
         if not isinstance(self.profile, str) or not self.profile:
@@ -50,6 +55,11 @@ class SimConfig:
             raise _fail("dtype_bytes", self.dtype_bytes, f"one of {list(DTYPE_BYTES)}")
         if self.clock not in CLOCKS:
             raise _fail("clock", self.clock, " or ".join(CLOCKS))
+        if not isinstance(self.engine, str) or not self.engine:
+            raise _fail("engine", self.engine, "an engine-core profile name or a YAML path")
+        if self.engine != DEFAULT_ENGINE and not self.virtual:
+            raise _fail("engine", self.engine, f"{DEFAULT_ENGINE!r} (unset) with clock 'real', which runs the engine "
+                        "core for real: an engine-core profile prices it in virtual time only")
 
     @property
     def virtual(self) -> bool:

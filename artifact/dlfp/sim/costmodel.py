@@ -29,11 +29,12 @@ scheduling and output processing are not modeled because they run for real. Norm
 rotary embeddings, activation traffic and KV writes are ignored: small next to the terms
 kept, and each would cost a line of hand arithmetic per test case.
 
-A profile's optional ``engine`` section (:class:`EngineHost`) prices the host work of vLLM's engine
-core that the real-time mode runs for real on the simulating machine: ``schedule()``,
-``update_from_output``, the output path to the client and the input path of a new request. Only the
-virtual-time driver (:mod:`dlfp.sim.virtual`) reads it, and refuses a profile without it: leaving the
-time between steps out is what put BLIS's TTFT 17-56% low.
+The host work of vLLM's engine core, which the real-time mode runs for real on the simulating machine
+(``schedule()``, ``update_from_output``, the output path to the client and the input path of a new
+request), is priced by an *engine-core cost profile* (:class:`EngineHost`, ``profiles/engine/*.yaml``)
+apart from the device profiles: only the virtual-time driver (:mod:`dlfp.sim.virtual`) reads it, one
+device can be paired with several hosts, and it is never zero (leaving the time between steps out is
+what put BLIS's TTFT 17-56% low).
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
         "per_request_us": ("host_request_us", False),
     },
 }
+ENGINE_DIR = PROFILE_DIR / "engine"
 ENGINE_SECTION = "engine"
+_ENGINE_TOP = {"name", "description", "references", ENGINE_SECTION}
 _ENGINE_KEYS: dict[str, str] = {
     "schedule_us": "schedule_us",
     "schedule_per_request_us": "schedule_request_us",
@@ -84,13 +87,13 @@ _ENGINE_KEYS: dict[str, str] = {
     "output_per_request_us": "output_request_us",
     "input_us": "input_us",
 }
-"""The optional ``engine`` section: profile key -> :class:`EngineHost` field (every value positive)."""
-_TOP_LEVEL = {"name", "device", "references", ENGINE_SECTION, *_SCHEMA}
+"""An engine-core profile's ``engine`` section: key -> :class:`EngineHost` field (every value positive)."""
+_TOP_LEVEL = {"name", "device", "references", *_SCHEMA}
 
 
 @dataclass(frozen=True, slots=True)
 class EngineHost:
-    """Host time of vLLM's engine core per step, in microseconds (a profile's ``engine`` section).
+    """Host time of vLLM's engine core per step, in microseconds (an engine-core profile's ``engine`` section).
 
     ``schedule``: one ``schedule()`` call, plus a term per request it schedules; ``update``: one
     ``update_from_output``, plus a term per request in the step; ``output``: from the end of
@@ -130,11 +133,15 @@ def engine_section(host: EngineHost, source: str) -> dict[str, dict[str, Any]]:
     return {key: {"value": getattr(host, field), "source": source} for key, field in _ENGINE_KEYS.items()}
 
 
-def parse_engine_host(raw: Any, origin: str = "profile") -> EngineHost | None:
-    """The ``engine`` section of a profile mapping, validated like the others; None where it has none."""
-    body = raw.get(ENGINE_SECTION) if isinstance(raw, Mapping) else None
-    if body is None:
-        return None
+def parse_engine_host(raw: Any, origin: str = "engine profile") -> EngineHost:
+    """An engine-core profile mapping (``name``, ``description``, ``references``, ``engine``), validated like
+    a device profile: every value ``{value, source}``, positive, unknown keys refused by name."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{origin}: expected a mapping at top level")
+    unknown = sorted(set(raw) - _ENGINE_TOP, key=str)
+    if unknown:
+        raise ValueError(f"{origin}: unknown key(s) {unknown}; known: {sorted(_ENGINE_TOP)}")
+    body = raw.get(ENGINE_SECTION)
     if not isinstance(body, Mapping):
         raise ValueError(f"{origin}: section {ENGINE_SECTION!r} must be a mapping")
     unknown = sorted(set(body) - set(_ENGINE_KEYS), key=str)
@@ -221,8 +228,6 @@ class Profile:
     allreduce_latency_us: float
     host_step_us: float
     host_request_us: float
-    engine: EngineHost | None = None
-    """The engine core's host costs (virtual time only); None where the profile has no such section."""
 
 
 def parse_profile(raw: Any, origin: str = "profile") -> Profile:
@@ -248,7 +253,7 @@ def parse_profile(raw: Any, origin: str = "profile") -> Profile:
             raise ValueError(f"{origin}: unknown key(s) {[f'{section}.{k}' for k in unknown]}")
         for key, (field, at_most_one) in keys.items():
             values[field] = _number(body.get(key), f"{section}.{key}", at_most_one, origin)
-    return Profile(name=raw["name"], device=raw["device"], **values, engine=parse_engine_host(raw, origin))
+    return Profile(name=raw["name"], device=raw["device"], **values)
 
 
 def _number(entry: Any, key: str, at_most_one: bool, origin: str) -> float:
@@ -264,6 +269,21 @@ def _number(entry: Any, key: str, at_most_one: bool, origin: str) -> float:
     if value <= 0 or (at_most_one and value > 1):
         raise ValueError(f"{origin}: {key!r} value {value!r} must be in {'(0, 1]' if at_most_one else '(0, inf)'}")
     return float(value)
+
+
+def engine_file(name_or_path: str | Path) -> Path:
+    """The file an engine-core profile name or path refers to."""
+    path = ENGINE_DIR / f"{name_or_path}.yaml"
+    return path if path.is_file() else Path(name_or_path)
+
+
+def load_engine_host(name_or_path: str | Path) -> EngineHost:
+    """A shipped engine-core profile by name (``"gpu-node"``) or a YAML file by path."""
+    path = engine_file(name_or_path)
+    if not path.is_file():
+        shipped = sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+        raise ValueError(f"unknown engine-core profile {str(name_or_path)!r}: use one of {shipped} or a YAML file path")
+    return parse_engine_host(yaml.safe_load(path.read_text(encoding="utf-8")), origin=str(path))
 
 
 def available_profiles() -> tuple[str, ...]:

@@ -45,8 +45,6 @@ import pandas as pd
 import yaml
 from scipy.optimize import nnls
 
-from dlfp.sim.costmodel import EngineHost, engine_section, parse_engine_host
-
 MODEL = "step_s = a + e*[prefill_tokens > 0] + b*prefill_tokens + c*decode_reqs + d*prefill_tokens^2"
 
 
@@ -173,25 +171,14 @@ class FittedProfile:
     shape: dict[str, Any]
     kv_cache_gib: float
     calibration: dict[str, Any] = field(default_factory=dict)
-    engine: EngineHost | None = None
-    """The engine core's host costs outside the fitted span (virtual time only; :class:`EngineHost`)."""
 
     def to_yaml(self) -> str:
         """The profile file: ``load_profile`` reads it back."""
         body = {"name": self.name, "kind": FITTED_KIND, "device": self.device, **self.fit.to_dict(),
                 "shape": self.shape, "kv_cache_gib": self.kv_cache_gib, "calibration": self.calibration}
-        if self.engine is not None:
-            body["engine"] = self.engine_section
         header = ("# Fitted step-time profile (dlfp calibrate): measured step spans of a synchronous run,\n"
                   f"# fitted to {MODEL}.\n# Replays are simulated numbers; the run it came from is named below.\n")
         return header + yaml.safe_dump(body, sort_keys=False)
-
-
-    @property
-    def engine_section(self) -> dict[str, dict[str, Any]]:
-        """:attr:`engine` as a profile file writes it (every value measured)."""
-        assert self.engine is not None
-        return engine_section(self.engine, "measured")
 
 
 def parse_fitted_profile(raw: Mapping[str, Any], origin: str = "profile") -> FittedProfile:
@@ -218,5 +205,4 @@ def parse_fitted_profile(raw: Mapping[str, Any], origin: str = "profile") -> Fit
                  heldout_p50=float(raw.get("heldout_rel_err_p50", math.nan)),
                  heldout_p90=float(raw.get("heldout_rel_err_p90", math.nan)), seed=int(raw.get("seed", 0)))
     return FittedProfile(name=str(raw["name"]), device=str(raw["device"]), fit=result, shape=dict(raw["shape"]),
-                         kv_cache_gib=float(kv), calibration=dict(raw.get("calibration") or {}),
-                         engine=parse_engine_host(raw, origin))
+                         kv_cache_gib=float(kv), calibration=dict(raw.get("calibration") or {}))

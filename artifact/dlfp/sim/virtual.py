@@ -15,7 +15,8 @@ step N's output is waited for). :func:`VirtualRun.run` plays the busy loop aroun
 (``run_busy_loop``: take the input queue, step, put the outputs out, and the 1 ms yield of an engine
 that executed nothing while requests remain) and prices every host piece from the profile:
 
-* ``schedule()`` and ``update_from_output``: the profile's ``engine`` terms (:class:`EngineHost`),
+* ``schedule()`` and ``update_from_output``: the engine-core cost profile (``dlfp_sim.engine``,
+  :class:`EngineHost`),
   charged on the virtual clock when each call returns; the scheduler reads the clock at the start of
   each (``DLFPScheduler.clock``), as it reads ``time.monotonic`` in an engine;
 * the model runner's host time per step, then the GPU time on one in-order stream
@@ -50,7 +51,7 @@ from vllm.v1.engine.core import EngineCore
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 
-from dlfp.sim.costmodel import EngineHost, StepTime
+from dlfp.sim.costmodel import EngineHost, StepTime, load_engine_host
 from dlfp.sim.executor import ModeledExecutor
 from dlfp.vllm.completion_stamps import stamp
 
@@ -328,14 +329,8 @@ class VirtualRun:
 
 
 def engine_host(core: EngineCore) -> EngineHost:
-    """The engine-core host costs of ``core``'s profile; a profile without them cannot run in virtual time."""
-    profile = core.model_executor.profile
-    host = getattr(profile, "engine", None)
-    if host is None:
-        raise ValueError(f"cost profile {profile.name!r} has no 'engine' section (the engine core's host costs: "
-                         "schedule, update, output and input paths), which virtual time needs; add one "
-                         "(see dlfp/sim/profiles/a100.yaml) or run in real time")
-    return host
+    """The engine-core cost profile ``core``'s settings name (``dlfp_sim.engine``)."""
+    return load_engine_host(core.model_executor.sim.engine)
 
 
 def simulate(engine_kwargs: Mapping[str, Any], client: Client, step_log: Path | None = None) -> dict[str, Received]:

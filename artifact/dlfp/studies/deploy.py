@@ -10,7 +10,7 @@ carries the most load within both SLOs, what the trials cannot tell from it, and
 that set it, beside a figure of P99 ITL and goodput against the rate. Every number is *simulated*.
 
 Everything is checked before any work: the model and profile exist, TP divides the heads, the weights
-leave a KV cache, the profile prices the engine core (virtual time needs it), the trace is well formed,
+leave a KV cache, the engine-core cost profile exists (virtual time prices the engine core), the trace is well formed,
 and each SLO is above what the modeled device can do at all (the ITL SLO above one request's decode
 step, the TTFT SLO above the shortest prompt's prefill on an idle engine): a sweep against an SLO no
 step can meet would only report zeros.
@@ -54,6 +54,7 @@ class Question:
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
     max_model_len: int | None = None
+    engine: str = "gpu-node"
 
 
 def _workload(q: Question, max_model_len: int) -> tuple[dict[str, Any], str]:
@@ -92,7 +93,8 @@ def config(q: Question) -> tuple[dict[str, Any], str]:
         "trials": q.trials, "token_ids": False,
         "engine": {"model": q.model, "dtype": "bfloat16", "max_model_len": length,
                    "max_num_batched_tokens": q.max_num_batched_tokens, "max_num_seqs": q.max_num_seqs,
-                   "sim": {"profile": q.profile, "async_scheduling": True, "tp": q.tp, "clock": "virtual"}},
+                   "sim": {"profile": q.profile, "async_scheduling": True, "tp": q.tp, "clock": "virtual",
+                           "engine": q.engine}},
         "design": {"kind": "capacity", "load": LOADS[0], "enforce": False,
                    "itl_slo_ms": float(q.itl_slo_ms), "ttft_slo_ms": float(q.ttft_slo_ms)},
         "workload": {"n_requests": CAPACITY_REQUESTS, "max_model_len": length, **workload},
@@ -106,12 +108,12 @@ def floors_ms(q: Question, raw: Mapping[str, Any]) -> tuple[float, float]:
     or its stream, whichever is longer, under async scheduling), and the shortest prompt's prefill on an
     idle engine with its input and output paths."""
     from dlfp.harness.lengths import LengthDist
-    from dlfp.sim.costmodel import EngineHost, ModelShape, StepTime, load_profile, step_time
+    from dlfp.sim.costmodel import ModelShape, StepTime, load_engine_host, load_profile, step_time
     from dlfp.sim.stepfit import FittedProfile
 
     profile = load_profile(q.profile)
     shape = ModelShape.from_dir(model_path(q.model))
-    host: EngineHost = profile.engine
+    host = load_engine_host(q.engine)
     shortest = min(LengthDist.parse(c["prompt_len"]).lo for c in raw["workload"]["classes"])
 
     def cost(prefill: int, context: int) -> StepTime:
@@ -129,14 +131,12 @@ def floors_ms(q: Question, raw: Mapping[str, Any]) -> tuple[float, float]:
 
 def check(q: Question) -> tuple[Any, str]:
     """The validated trial config for ``q`` and the workload's description, or a clear error (module docstring)."""
-    from dlfp.sim.costmodel import ModelShape, check_tp, kv_cache_bytes, load_profile
+    from dlfp.sim.costmodel import ModelShape, check_tp, kv_cache_bytes, load_engine_host, load_profile
     from dlfp.sim.stepfit import FittedProfile
     from dlfp.trials.config import parse_config
 
     profile = load_profile(q.profile)  # an unknown name or a bad file says so
-    if getattr(profile, "engine", None) is None:
-        raise ValueError(f"profile {q.profile!r} has no 'engine' section (the engine core's host costs), which "
-                         "virtual time needs: see dlfp/sim/profiles/a100.yaml")
+    load_engine_host(q.engine)
     shape = ModelShape.from_dir(model_path(q.model))
     check_tp(shape, q.tp)
     if not isinstance(profile, FittedProfile):
@@ -213,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", required=True, help="a shipped model name (qwen3-0.6b, qwen3-8b, qwen3-32b ...) "
                     "or a directory holding a Hugging Face config.json")
     ap.add_argument("--profile", required=True, help="a shipped cost profile (a100, h200) or a profile YAML")
+    ap.add_argument("--engine", default="gpu-node", help="the engine core's host costs: a shipped engine-core "
+                    "profile (gpu-node) or a YAML (dlfp/sim/profiles/engine/)")
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     ap.add_argument("--workload", default="studies", help=f"one of {list(WORKLOADS)} or a trace .csv/.parquet "
                     "(columns arrival_s, prompt_len, output_len)")
@@ -227,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
     args = ap.parse_args(argv)
     q = Question(args.model, args.profile, args.itl_slo_ms, args.ttft_slo_ms, args.tp, args.workload, args.trials,
-                 args.max_num_batched_tokens, args.max_num_seqs, args.max_model_len)
+                 args.max_num_batched_tokens, args.max_num_seqs, args.max_model_len, args.engine)
     try:
         config, said = check(q)
     except ValueError as exc:

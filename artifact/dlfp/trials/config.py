@@ -207,9 +207,16 @@ def _engine(raw: Any) -> EngineSpec:
         from dlfp.sim.config import CONFIG_KEY, SimConfigError, parse_sim_config
 
         try:
-            parse_sim_config({CONFIG_KEY: spec.sim})
+            sim = parse_sim_config({CONFIG_KEY: spec.sim})
         except SimConfigError as exc:
             raise ValueError(f"config field 'engine.sim': {exc}") from None
+        if sim.virtual:
+            from dlfp.sim.costmodel import load_engine_host
+
+            try:
+                load_engine_host(sim.engine)
+            except ValueError as exc:
+                raise ValueError(f"config field 'engine.sim.engine': {exc}") from None
     return spec
 
 

@@ -68,10 +68,11 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
             raise RunFolderError(
                 f"{out} holds a run of a different config; refusing to overwrite it "
                 "(choose another --out, or delete the folder yourself)")
-        recorded = (manifest.get("sim_profile") or {}).get("sha256")
-        if recorded is not None and recorded != sim_profile_record(config)["sha256"]:
-            raise RunFolderError(f"{out} was simulated with another version of cost profile "
-                                 f"{config.engine.sim['profile']!r}; refusing to mix them in one run")
+        for key, record in (("sim_profile", sim_profile_record), ("sim_engine", sim_engine_record)):
+            recorded = (manifest.get(key) or {}).get("sha256")
+            if recorded is not None and recorded != record(config)["sha256"]:
+                raise RunFolderError(f"{out} was simulated with another version of its {key.replace('_', ' ')} "
+                                     f"{manifest[key].get('name')!r}; refusing to mix them in one run")
         if manifest["status"] != "complete":  # nothing runs for a complete one: nothing to trace
             manifest["git"] = resume_record(manifest.get("git"), allow_dirty)
             if config.engine.sim is None and manifest.get("hardware"):  # a manifest without one cannot tell
@@ -88,6 +89,7 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
         "versions": software_versions(), "git": git, "hardware": describe_hardware(),
         "telemetry": telemetry_source(), "argv": sys.argv, "config": config.raw, "engine_env": engine_env(config),
         **({"sim_profile": sim_profile_record(config)} if config.engine.sim is not None else {}),
+        **({"sim_engine": sim_engine_record(config)} if config.engine.virtual else {}),
         "units": plan_units(config),
     }
 
@@ -141,17 +143,37 @@ def sim_profile_record(config: TrialConfig) -> dict[str, Any]:
     A profile named by a shipped name can change with the package; the checksum makes
     the run say exactly which numbers produced it, and a resume refuses another version.
     """
-    import yaml
-
     from dlfp.sim.config import SimConfig
-    from dlfp.sim.costmodel import PROFILE_DIR, load_profile, profile_file
+    from dlfp.sim.costmodel import load_profile, profile_file
 
     name = SimConfig(**(config.engine.sim or {})).profile
     load_profile(name)  # a clear error for a missing or invalid profile, before any engine
-    path = profile_file(name)
-    shown = f"dlfp/sim/profiles/{path.name} (shipped)" if path.parent == PROFILE_DIR else str(path)
-    return {"name": name, "file": shown, "sha256": sha256(path),
-            "values": yaml.safe_load(path.read_text(encoding="utf-8"))}
+    return _file_record(name, profile_file(name))
+
+
+def sim_engine_record(config: TrialConfig) -> dict[str, Any]:
+    """The engine-core cost profile a virtual-time run charges (:mod:`dlfp.sim.virtual`), recorded as the
+    device profile is: file, checksum, values."""
+    from dlfp.sim.config import SimConfig
+    from dlfp.sim.costmodel import engine_file, load_engine_host
+
+    name = SimConfig(**(config.engine.sim or {})).engine
+    load_engine_host(name)
+    return _file_record(name, engine_file(name))
+
+
+def _file_record(name: str, path: Path) -> dict[str, Any]:
+    """A profile file as a manifest records it: its name, where it is (a shipped one says so), its checksum
+    and its values."""
+    import yaml
+
+    from dlfp.sim.costmodel import PROFILE_DIR
+
+    shipped = path.resolve().is_relative_to(PROFILE_DIR.resolve())
+    shown = f"dlfp/sim/{path.resolve().relative_to(PROFILE_DIR.parent.resolve()).as_posix()} (shipped)" if shipped \
+        else str(path)
+    values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {"name": name, "file": shown, "sha256": sha256(path), "values": values}
 
 
 def missing_units(manifest: dict[str, Any]) -> list[str]:

@@ -185,12 +185,14 @@ def code_changes(commit: str, root: Path) -> list[Change] | None:
 
 
 def _checked_files(run_dir: Path, manifest: dict[str, Any]) -> list[tuple[Path, str | None]]:
-    """Every file the manifest vouches for: the run folder's (:func:`listed_files`) and a cost profile."""
-    files = listed_files(run_dir, manifest)
-    if "sim_profile" in manifest:  # a simulated run: is the cost profile still the one it ran on?
-        from dlfp.sim.costmodel import profile_file
+    """Every file the manifest vouches for: the run folder's (:func:`listed_files`), a cost profile and, in
+    virtual time, an engine-core cost profile."""
+    from dlfp.sim.costmodel import engine_file, profile_file
 
-        files.append((profile_file(manifest["sim_profile"]["name"]), manifest["sim_profile"].get("sha256")))
+    files = listed_files(run_dir, manifest)
+    for key, where in (("sim_profile", profile_file), ("sim_engine", engine_file)):
+        if key in manifest:  # a simulated run: is the profile still the one it ran on?
+            files.append((where(manifest[key]["name"]), manifest[key].get("sha256")))
     return files
 
 

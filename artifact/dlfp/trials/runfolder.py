@@ -83,7 +83,7 @@ either way (older runs stored it)."""
 
 
 OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
-                   "hardware": dict, "git": dict, "sim_profile": dict, "engine_env": dict}
+                   "hardware": dict, "git": dict, "sim_profile": dict, "sim_engine": dict, "engine_env": dict}
 """Manifest fields readers use when present (null: absent), and their type."""
 
 

@@ -187,7 +187,7 @@ def _finish_unit(config: TrialConfig, out: Path, unit: dict[str, Any], result: A
         "send_lateness_ms": {"p50": float(lateness.quantile(0.5) * 1e3),
                              "p99": float(lateness.quantile(0.99) * 1e3)},
         "files": {f"{name}.parquet": sha256(final / f"{name}.parquet") for name in tables},
-        **({"ran": result.ran} if result.ran else {}),  # what the engine reports it ran (harness.arm.RAN)
+        **({"ran": result.ran} if result.ran else {}),  # what the engine reports it ran (harness.result.RAN)
     }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dlfp.harness.arm import RAN, steps_frame
+from dlfp.harness.result import RAN, steps_frame
 
 
 def write_log(path: Path, starts: list[tuple[dict, list[dict]]]) -> Path:

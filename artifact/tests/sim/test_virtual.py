@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dlfp.control.steplog import read_step_log
 from dlfp.harness.engine import EngineSpec, engine_kwargs
@@ -35,18 +36,30 @@ FIT = Fit(a=1e-3, e=0.0, b=1e-6, c=1e-3, d=0.0, n_train=0, n_test=0, heldout_p50
 """Stream time per step: 1 ms, plus 1 us per prefill token and 1 ms per decode."""
 
 
-def fitted(tmp_path: Path, host: EngineHost | None = HOST) -> str:
+def fitted(tmp_path: Path) -> str:
     shape = asdict(ModelShape.from_dir(model_path("qwen3-tiny")))
     path = tmp_path / "fitted.yaml"
-    path.write_text(FittedProfile("fitted-test", "test", FIT, shape, kv_cache_gib=0.5, engine=host).to_yaml())
+    path.write_text(FittedProfile("fitted-test", "test", FIT, shape, kv_cache_gib=0.5).to_yaml())
     return str(path)
 
 
-def kwargs(profile: str, async_scheduling: bool, **dlfp: Any) -> dict[str, Any]:
+def engine(tmp_path: Path, host: EngineHost = HOST) -> str:
+    path = tmp_path / "engine.yaml"
+    path.write_text(yaml.safe_dump({"name": "test", "engine": engine_section(host, "assumed")}))
+    return str(path)
+
+
+def kwargs(profile: str, async_scheduling: bool, host: str = "gpu-node", **dlfp: Any) -> dict[str, Any]:
     spec = EngineSpec(model="qwen3-tiny", max_model_len=2048, max_num_batched_tokens=512, max_num_seqs=16,
-                      sim={"profile": profile, "async_scheduling": async_scheduling, "clock": "virtual"},
+                      sim={"profile": profile, "async_scheduling": async_scheduling, "clock": "virtual",
+                           "engine": host},
                       dlfp={"enabled": False, **dlfp})
     return engine_kwargs(spec)
+
+
+def hand(tmp_path: Path, async_scheduling: bool, host: EngineHost = HOST) -> dict[str, Any]:
+    """The hand-checked runs' engine: the round-number fit and engine costs."""
+    return kwargs(fitted(tmp_path), async_scheduling, engine(tmp_path, host))
 
 
 def prompt(i: int, n: int) -> list[int]:
@@ -70,8 +83,8 @@ def test_clock_moves_forward_only() -> None:
 def test_a_sync_run_is_the_profiles_arithmetic(tmp_path: Path) -> None:
     """One 40-token prompt, three tokens, synchronous: schedule, stream, update, output, by hand."""
     log = tmp_path / "steps.jsonl"
-    got = simulate(kwargs(fitted(tmp_path), async_scheduling=False),
-                   OpenLoop([Submission("r0", prompt(0, 40), 3, 0.0)]), log)["r0"]
+    got = simulate(hand(tmp_path, async_scheduling=False), OpenLoop([Submission("r0", prompt(0, 40), 3, 0.0)]),
+                   log)["r0"]
     ms = 1e-3
     sched, update, out = (100 + 10) * 1e-6, (50 + 5) * 1e-6, (200 + 20) * 1e-6
     t0 = 0.3 * ms  # the input path
@@ -95,7 +108,7 @@ def test_async_scheduling_runs_one_step_ahead(tmp_path: Path) -> None:
     """Under async scheduling step N+1 is scheduled before step N has finished, and a steady decode
     runs at the stream's pace: here the stream (2 ms a step with 1 decode) outlasts the host loop."""
     log = tmp_path / "steps.jsonl"
-    simulate(kwargs(fitted(tmp_path), async_scheduling=True), OpenLoop([Submission("r0", prompt(0, 40), 20, 0.0)]), log)
+    simulate(hand(tmp_path, async_scheduling=True), OpenLoop([Submission("r0", prompt(0, 40), 20, 0.0)]), log)
     steps = [s for s in steps_of(log) if s["total_tokens"] > 0]
     assert len(steps) == 20
     ahead = [b["schedule_t"] < a["exec_done_t"] for a, b in pairwise(steps)]
@@ -109,7 +122,7 @@ def test_async_is_host_bound_where_the_host_loop_outlasts_the_stream(tmp_path: P
     slow = HOST.scaled(40)
     log = tmp_path / "steps.jsonl"
     client = OpenLoop([Submission("r0", prompt(0, 40), 12, 0.0)])
-    simulate(kwargs(fitted(tmp_path, slow), async_scheduling=True), client, log)
+    simulate(hand(tmp_path, async_scheduling=True, host=slow), client, log)
     steps = [s for s in steps_of(log) if s["total_tokens"] > 0]
     loop = slow.schedule_s(1) + slow.update_s(1)  # one schedule and one update per step, nothing else on the host
     cadence = [b["schedule_t"] - a["schedule_t"] for a, b in pairwise(steps[2:])]
@@ -128,17 +141,20 @@ def test_outputs_are_the_real_time_executors_tokens(tmp_path: Path) -> None:
 
 def test_an_idle_engine_waits_for_the_next_arrival(tmp_path: Path) -> None:
     log = tmp_path / "steps.jsonl"
-    got = simulate(kwargs(fitted(tmp_path), async_scheduling=False),
+    got = simulate(hand(tmp_path, async_scheduling=False),
                    OpenLoop([Submission("a", prompt(0, 10), 2, 0.0), Submission("b", prompt(1, 10), 2, 5.0)]), log)
     first_b = next(s for s in steps_of(log) if s["schedule_t"] > 1.0)
     assert first_b["schedule_t"] == pytest.approx(5.0 + HOST.input_s, abs=1e-12)
     assert got["a"].finish_s < 0.01 < 5.0 < got["b"].token_t[0]
 
 
-def test_a_profile_without_engine_costs_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="no 'engine' section"):
-        simulate(kwargs(fitted(tmp_path, host=None), async_scheduling=False),
-                 OpenLoop([Submission("r0", prompt(0, 10), 2, 0.0)]))
+def test_an_unknown_engine_profile_is_refused_before_any_work() -> None:
+    from dlfp.trials.config import parse_config
+
+    with pytest.raises(ValueError, match=r"engine\.sim\.engine.*unknown engine-core profile 'b300-node'"):
+        parse_config({"engine": {"model": "qwen3-0.6b", "sim": {"clock": "virtual", "engine": "b300-node"}}})
+    with pytest.raises(ValueError, match="engine-core profile prices it in virtual time only"):
+        parse_config({"engine": {"model": "qwen3-0.6b", "sim": {"engine": "gpu-node-fast"}}})
 
 
 def test_features_virtual_time_does_not_model_are_named() -> None:
@@ -151,17 +167,20 @@ def test_features_virtual_time_does_not_model_are_named() -> None:
     assert unsupported(config) == ["LoRA", "engine-level parallelism (model TP is dlfp_sim.tp)"]
 
 
-def test_engine_section_round_trips(tmp_path: Path) -> None:
-    from dlfp.sim.costmodel import load_profile
+def test_engine_profiles_read_back_and_refuse_bad_values(tmp_path: Path) -> None:
+    from dlfp.sim.costmodel import load_engine_host
 
-    path = fitted(tmp_path)
-    assert load_profile(path).engine == HOST
+    assert load_engine_host(engine(tmp_path)) == HOST
+    fast, node = load_engine_host("gpu-node-fast"), load_engine_host("gpu-node").scaled(0.1)
+    assert all(getattr(fast, f) == pytest.approx(getattr(node, f)) for f in EngineHost.__slots__)
     assert engine_section(HOST, "assumed")["input_us"] == {"value": 300, "source": "assumed"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(engine(tmp_path)).read_text().replace("value: 200", "value: 0"))
     with pytest.raises(ValueError, match=r"engine.output_us.*must be in \(0, inf\)"):
-        raw = Path(path).read_text().replace("value: 200", "value: 0")
-        bad = tmp_path / "bad.yaml"
-        bad.write_text(raw)
-        load_profile(bad)
+        load_engine_host(bad)
+    bad.write_text("name: x\nengine: {schedule_us: {value: 1, source: assumed}}\n")
+    with pytest.raises(ValueError, match=r"missing 'engine\.schedule_per_request_us'"):
+        load_engine_host(bad)
 
 
 SNIPPET = """

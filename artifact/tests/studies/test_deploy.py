@@ -10,67 +10,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from dlfp.harness import tracefit
 from dlfp.studies import deploy
 from dlfp.studies.deploy import Question
 from dlfp.trials.design import DesignSpec
+from tests.harness.test_tracefit import write_trace
 
 
 def question(**over: object) -> Question:
     base = {"model": "qwen3-8b", "profile": "a100", "itl_slo_ms": 60.0, "ttft_slo_ms": 1500.0}
     return Question(**{**base, **over})
-
-
-def write_trace(path: Path, n: int = 400, burstiness: float = 0.5, seed: int = 0) -> Path:
-    rng = np.random.default_rng(seed)
-    gaps = rng.gamma(burstiness, 1 / (4.0 * burstiness), n)
-    long = rng.random(n) < 0.2
-    prompt = np.where(long, rng.integers(2000, 4000, n), rng.integers(40, 300, n))
-    output = np.where(long, rng.integers(10, 30, n), rng.integers(50, 200, n))
-    pd.DataFrame({"arrival_s": np.cumsum(gaps), "prompt_len": prompt, "output_len": output}).to_csv(path, index=False)
-    return path
-
-
-def test_a_trace_becomes_a_workload_model_of_its_burstiness_and_lengths(tmp_path: Path) -> None:
-    fitted = tracefit.fit_workload(tracefit.read_trace(write_trace(tmp_path / "t.csv", n=4000)))
-    assert fitted["arrival"]["burstiness"] == pytest.approx(0.5, rel=0.15)
-    assert fitted["trace_rate_rps"] == pytest.approx(4.0, rel=0.1)
-    short, long = fitted["classes"]
-    assert (short["name"], long["name"]) == ("short", "long")
-    assert long["weight"] / (short["weight"] + long["weight"]) == pytest.approx(0.2, abs=0.03)
-    ln = long["prompt_len"]["lognormal"]
-    assert ln["min"] >= 2000 and ln["max"] < 4000 and 2700 < ln["median"] < 3300
-    from dlfp.harness.workload import WorkloadSpec
-
-    WorkloadSpec.from_dict({"n_requests": 10, "rate_rps": 1.0, "arrival": fitted["arrival"],
-                            "classes": fitted["classes"]})  # the model is a valid workload
-    said = tracefit.describe(fitted)
-    assert said.startswith("4000 requests at ") and f"burstiness {fitted['arrival']['burstiness']:g}" in said
-
-
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.drop(columns="output_len"), r"missing column\(s\) \['output_len'\]"),
-    (lambda d: d.assign(arrival_s=d.arrival_s[::-1].to_numpy()), "not sorted: row 1"),
-    (lambda d: d.assign(arrival_s=d.arrival_s - 100), "row 0 has arrival_s"),
-    (lambda d: d.assign(prompt_len=d.prompt_len.where(d.index != 3, 0)), "row 3 has prompt_len 0"),
-    (lambda d: d.head(5), "5 requests; needs at least 20"),
-    (lambda d: d.assign(arrival_s=1.0), "the same instant"),
-])
-def test_a_bad_trace_is_refused_by_row(tmp_path: Path, edit, message: str) -> None:
-    good = pd.read_csv(write_trace(tmp_path / "t.csv", n=50))
-    bad = tmp_path / "bad.csv"
-    edit(good).to_csv(bad, index=False)
-    with pytest.raises(ValueError, match=message):
-        tracefit.read_trace(bad)
-
-
-def test_a_trace_longer_than_the_model_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="more than the model length 1000"):
-        tracefit.read_trace(write_trace(tmp_path / "t.csv"), max_model_len=1000)
 
 
 @pytest.mark.parametrize(("over", "message"), [
@@ -89,12 +40,9 @@ def test_what_cannot_run_is_refused_before_any_work(over: dict, message: str) ->
         deploy.check(question(**over))
 
 
-def test_a_profile_without_engine_costs_is_refused(tmp_path: Path) -> None:
-    raw = (Path(deploy.__file__).parents[1] / "sim/profiles/a100.yaml").read_text()
-    bare = tmp_path / "bare.yaml"
-    bare.write_text(raw[:raw.index("engine:")])
-    with pytest.raises(ValueError, match="no 'engine' section"):
-        deploy.check(question(profile=str(bare)))
+def test_an_unknown_engine_profile_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown engine-core profile 'laptop'"):
+        deploy.check(question(engine="laptop"))
 
 
 def test_the_floors_grow_with_the_model() -> None:

@@ -42,7 +42,7 @@ def test_list_names_every_arm(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_run_names_a_few_arms(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from dlfp.trials import runner
 
-    monkeypatch.setattr(runner, "run_trials", lambda cfg, out, allow_dirty: {"status": "complete"})
+    monkeypatch.setattr(runner, "run_trials", lambda cfg, out, allow_dirty, workers: {"status": "complete"})
     assert plans.main(["baselines", "--out", "/nonexistent", "--only", "cpu-tiny"]) == 0
     started = capsys.readouterr().err
     assert f"{len(plans.BASELINE_ARMS)} arms stock, " in started and f"{len(plans.BASELINE_ARMS) - 6} more" in started
@@ -106,3 +106,20 @@ def test_the_capacity_plan_runs_every_arm_at_every_load_and_slo_arms_per_level()
     assert not (set(plans.CPU_CAPACITY_ARMS) | set(plans.FIELD_CAPACITY_ARMS)) - known
     field = plan[plans.Path(plans.FIELD_TARGET)]
     assert field.workload["arrival"] == {"kind": "gamma", "burstiness": 0.5} and len(field.workload["classes"]) == 3
+
+
+def test_the_virtual_clock_reaches_every_modeled_target_and_no_measured_one() -> None:
+    """``--clock virtual``: modeled targets run on the virtual clock without what only a started engine uses,
+    the fast-host counterfactual with its engine-core counterpart; the CPU engine stays measured."""
+    for folder, cfg in plans.capacity(3, 40):
+        raw = plans.with_clock(cfg.raw, "virtual")
+        virtual = plans.parse_config(raw).engine
+        assert virtual.virtual == (str(folder) != "cpu-tiny"), folder
+        assert "reuse_engine" not in raw or str(folder) == "cpu-tiny"
+    for folder, cfg in plans.explanations(2, 20):
+        sim = plans.with_clock(cfg.raw, "virtual")["engine"]["sim"]
+        fast = sim["profile"] == plans.FAST_HOST_PROFILE
+        assert (sim.get("engine") == plans.FAST_HOST_ENGINE) == fast, folder
+    assert plans.with_clock(plans.capacity(3, 40)[1][1].raw, "real")["engine"]["sim"]["clock"] == "real"
+    with pytest.raises(ValueError, match="clock 'wall'"):
+        plans.with_clock({}, "wall")

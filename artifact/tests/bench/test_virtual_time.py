@@ -1,0 +1,33 @@
+"""``dlfp bench virtual``: the modes comparison on one committed target's stock units (their P99s and
+capacity in both modes, same units), and the speed benchmark's replay clock."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from dlfp.bench import virtual_time
+from dlfp.paths import REPO_ROOT
+
+
+def test_the_replay_stamp_keeps_the_replay_start_only() -> None:
+    stamp = virtual_time._Stamp()
+    assert math.isnan(stamp.t)
+    stamp(1)
+    assert math.isnan(stamp.t)
+    stamp(0)
+    assert stamp.t > 0
+
+
+@pytest.mark.slow
+def test_modes_compares_the_same_units_in_both_clocks(tmp_path: Path) -> None:
+    report = virtual_time.modes(REPO_ROOT / virtual_time.STUDY, ["a100-qwen3-8b"], tmp_path, arms=("stock",),
+                                workers=1, allow_dirty=True)
+    [row] = report["summary"]
+    assert row["target"] == "a100-qwen3-8b" and row["units"] == 21  # stock at seven loads, three trials
+    assert 0 <= row["itl_p99_median_abs_diff"] < 0.5 and 0 <= row["ttft_p99_median_abs_diff"] < 0.5
+    levels = {(c["level"], c["arm"]) for c in report["capacity"]}
+    assert levels == {("tight", "stock"), ("relaxed", "stock")}
+    assert all(c["real"] > 0 and c["virtual"] > 0 for c in report["capacity"])
