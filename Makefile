@@ -35,7 +35,7 @@ PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
 
-.PHONY: setup versions test test-fast fuzz lint bench artifact book runs study gpu-check publish clean
+.PHONY: setup versions test test-fast fuzz lint bench artifact book runs study study-virtual gpu-check publish clean
 
 setup: $(STAMP)
 
@@ -118,6 +118,16 @@ study: setup
 	$(VENV)/bin/dlfp study explanations --out data/runs/study-explanations
 	$(VENV)/bin/dlfp study sensitivity --out data/runs/study-sensitivity
 	$(VENV)/bin/dlfp study capacity --out data/runs/study-capacity
+
+# The studies' modeled targets in virtual time (dlfp.sim.virtual: deterministic, on every core), the capacity
+# study at VIRTUAL_TRIALS trials per point, into VIRTUAL_OUT; the measured targets are `make study`'s.
+VIRTUAL_OUT ?= data/runs/local/virtual
+VIRTUAL_TRIALS ?= 10
+study-virtual: setup
+	for s in baselines explanations sensitivity; do \
+	  $(VENV)/bin/dlfp study $$s --clock virtual --skip-measured --out $(VIRTUAL_OUT)/study-$$s || exit 1; done
+	$(VENV)/bin/dlfp study capacity --clock virtual --skip-measured --trials $(VIRTUAL_TRIALS) \
+	  --out $(VIRTUAL_OUT)/study-capacity
 
 bench: setup
 	$(VENV)/bin/dlfp bench schedule

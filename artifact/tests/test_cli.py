@@ -18,8 +18,8 @@ from scipy import stats as sps
 from dlfp.cli import INTERRUPTED, build_parser, main
 from dlfp.trials.interrupts import Interrupted
 
-SUBCOMMANDS = ["stats", "trial", "analyze", "import-bench", "calibrate", "sim", "gpu-check", "study", "plan", "pipeline",
-               "cluster", "bench"]
+SUBCOMMANDS = ["stats", "trial", "analyze", "import-bench", "calibrate", "sim", "gpu-check", "study", "plan",
+               "pipeline", "cluster", "bench"]
 
 
 def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,11 @@ and at the commits their manifests name, whose Python ran vLLM's engine core, wh
 prices it from the profile's ``engine`` section. Targets: median difference at most 5% on P99 ITL and
 10% on P99 TTFT.
 
-Both write ``report.json`` under ``--out`` and print a table.
+``dlfp bench virtual explanations``: the explanations table (which candidate explanation of the paper's
+negative result reproduces its pattern in the model) from the committed real-time runs and from the same
+runs replayed in virtual time: whether the paper's mechanism shows where it shows today.
+
+Each writes ``report.json`` under ``--out`` and prints its tables.
 """
 
 from __future__ import annotations
@@ -41,6 +45,21 @@ MODE_ARMS = ("stock", "mbt-512", "dlfp", "dlfp-slo")
 """The arms the modes benchmark replays: stock, the best single fixed budget, the paper's law and the SLO
 controller (each held arm at both SLO levels), every load."""
 ITL_TARGET, TTFT_TARGET = 0.05, 0.10
+
+
+def provenance(allow_dirty: bool) -> dict[str, Any]:
+    """Who made a report: the commit (a dirty tree refused unless allowed), this machine, vLLM, the command
+    and the date; the book's captions read it (a speed ratio is this machine's, the rest is not)."""
+    import datetime as dt
+
+    from dlfp.harness.telemetry import describe_hardware
+    from dlfp.trials.provenance import start_record
+    from dlfp.vllm.version import vllm_version
+
+    hw = describe_hardware()
+    return {"git": start_record(allow_dirty), "machine": f"{hw.get('cpu_logical_cores')}-core {hw.get('cpu_model')}",
+            "vllm": vllm_version(), "argv": ["dlfp", *sys.argv[1:]],
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
 
 def _unit(run: Path, arm: str, trial: int) -> tuple[Any, Any, list[Any], int]:
@@ -143,6 +162,43 @@ def modes(study: Path, targets: Sequence[str], out: Path, arms: Sequence[str] = 
             "capacity": caps.to_dict("records"), "targets": {"itl_p99": ITL_TARGET, "ttft_p99": TTFT_TARGET}}
 
 
+EXPLANATION_ARMS = ("dlfp", "dlfp-completion", "dlfp-abs-target")
+"""The baselines arms the explanations table compares with stock (:data:`dlfp.studies.explanations.VARIANTS`)."""
+
+
+def explanation_replays(baselines: Path, explained: Path, out: Path
+                        ) -> list[tuple[Path, Path, tuple[str, ...] | None, str | None]]:
+    """(recorded run, replay folder, arms or all, engine-core profile or the default) of every run the
+    explanations table reads: the baselines study's paper targets (its table's arms) and the explanations
+    study's runs, the fast-host counterfactual with its engine-core counterpart."""
+    from dlfp.studies.plans import FAST_HOST_ENGINE, PAPER_TARGETS
+
+    jobs: list[tuple[Path, Path, tuple[str, ...] | None, str | None]] = [
+        (baselines / t, out / "study-baselines" / t, EXPLANATION_ARMS, None) for t in PAPER_TARGETS]
+    jobs += [(explained / f"{kind}-{t}", out / "study-explanations" / f"{kind}-{t}", None,
+              FAST_HOST_ENGINE if kind == "fast-host" else None) for kind in ("fast-host", "rare-stalls")
+             for t in PAPER_TARGETS]
+    return jobs
+
+
+def explanations(baselines: Path, explained: Path, out: Path, workers: int | None = None,
+                 allow_dirty: bool = False) -> dict[str, Any]:
+    """The explanations table (:mod:`dlfp.studies.explanations`) from the committed real-time runs and from
+    the same runs replayed in virtual time (the fast-host counterfactual with its engine-core counterpart,
+    :data:`dlfp.studies.plans.FAST_HOST_ENGINE`): does the paper's mechanism show where it shows today?"""
+    from dlfp.studies import explanations as expl
+    from dlfp.trials import replay
+    from dlfp.trials.runner import run_trials
+
+    for src, dst, arms, engine in explanation_replays(baselines, explained, out):
+        run_trials(replay.prepare(src, dst, arms, allow_dirty, engine), dst, allow_dirty=allow_dirty, workers=workers)
+    real = expl.from_runs(baselines, explained)
+    virtual = expl.from_runs(out / "study-baselines", out / "study-explanations")
+    return {"real": real.reset_index(names="variant").to_dict("records"),
+            "virtual": virtual.reset_index(names="variant").to_dict("records"),
+            "verdict": {"real": expl.verdict(real), "virtual": expl.verdict(virtual)}}
+
+
 def main(argv: list[str] | None = None) -> int:
     from dlfp.paths import write_json_atomic
 
@@ -158,17 +214,34 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
     sub.choices["modes"].add_argument("--arms", nargs="+", default=list(MODE_ARMS))
     sub.choices["modes"].add_argument("--workers", type=int, default=None)
+    ex = sub.add_parser("explanations", help="the explanations table from the committed real-time runs and from "
+                        "the same runs in virtual time")
+    ex.add_argument("--baselines", type=Path, default=Path("data/runs/study-baselines"))
+    ex.add_argument("--explanations", type=Path, default=Path("data/runs/study-explanations"))
+    ex.add_argument("--out", type=Path, required=True)
+    ex.add_argument("--workers", type=int, default=None)
+    ex.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
     args = ap.parse_args(argv)
+    made = provenance(args.allow_dirty)  # before any work: a dirty tree is refused here
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.what == "explanations":
+        report = {**explanations(args.baselines, args.explanations, args.out, args.workers, args.allow_dirty),
+                  "provenance": made}
+        write_json_atomic(args.out / "report.json", report)
+        for mode in ("real", "virtual"):
+            table = pd.DataFrame(report[mode]).to_string(index=False)
+            print(f"{mode} time:\n{table}\n{report['verdict'][mode]}")
+        return 0
     if args.what == "speed":
         rows = speed(args.study, args.targets)
-        write_json_atomic(args.out / "report.json", {"study": str(args.study), "units": rows})
+        write_json_atomic(args.out / "report.json", {"study": str(args.study), "units": rows, "provenance": made})
         table = pd.DataFrame(rows)[["target", "span_s", "real_unit_s", "real_replay_s", "virtual_s", "ratio_unit",
                                     "ratio_replay", "real_itl_p99_ms", "virtual_itl_p99_ms", "real_ttft_p99_ms",
                                     "virtual_ttft_p99_ms"]]
         print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         return 0
-    report = modes(args.study, args.targets, args.out, args.arms, args.workers, args.allow_dirty)
+    report = {**modes(args.study, args.targets, args.out, args.arms, args.workers, args.allow_dirty),
+              "provenance": made}
     write_json_atomic(args.out / "report.json", report)
     print(pd.DataFrame(report["summary"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(pd.DataFrame(report["capacity"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -301,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                          "discrete-event simulations, deterministic and many times faster")
     ap.add_argument("--workers", type=int, default=None,
                     help="processes for virtual-time units (default: this machine's cores)")
+    ap.add_argument("--skip-measured", action="store_true",
+                    help="only the modeled targets (with --clock virtual: the whole study that needs no engine)")
     ap.add_argument("--no-tables", action="store_true",
                     help="capacity: leave the tables to a later --tables (a job array's tasks run folders apart)")
     args = ap.parse_args(argv)
@@ -317,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise ValueError(f"--only {unknown}: not in the {args.study} plan {[str(d) for d, _ in plan]}")
         plan = [(d, c) for d, c in plan if str(d) in args.only]
+    if args.skip_measured:
+        plan = [(d, c) for d, c in plan if c.engine.sim is not None]
     for folder, cfg in plan:
         arms = f"{len(cfg.arms)} arms ({', '.join(cfg.arm_names)})" if args.list else arm_names(cfg.arm_names)
         print(f"{args.out / folder}: {cfg.name}, {len(cfg.seeds)} trials x {arms}", file=sys.stderr)

@@ -22,14 +22,16 @@ from dlfp.trials.manifest import exclusive, open_run
 from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS, RunFolderError, read_manifest
 
 
-def virtual_config(manifest: dict[str, Any], arms: Iterable[str] | None = None) -> TrialConfig:
+def virtual_config(manifest: dict[str, Any], arms: Iterable[str] | None = None,
+                   engine: str | None = None) -> TrialConfig:
     """The config of a recorded simulated run on the virtual clock: fields that only a started engine uses
-    at their defaults, and only ``arms`` (with the reference arm) where given."""
+    at their defaults, only ``arms`` (with the reference arm) where given, and the engine-core cost profile
+    ``engine`` where given (else the default)."""
     raw = dict(manifest["config"])
     if (raw.get("engine") or {}).get("sim") is None:
         raise RunFolderError(f"run {manifest.get('name')!r} ran a real model, not the modeled accelerator: "
                              "there is nothing to replay in virtual time")
-    raw = merge(raw, {"engine": {"sim": {"clock": "virtual"}}})
+    raw = merge(raw, {"engine": {"sim": {"clock": "virtual", **({"engine": engine} if engine else {})}}})
     raw.update({key: CPU_DEFAULT[key] for key in REAL_TIME_ONLY})
     if arms is not None:
         keep = {*arms, REFERENCE}
@@ -41,14 +43,15 @@ def virtual_config(manifest: dict[str, Any], arms: Iterable[str] | None = None) 
     return parse_config(raw)
 
 
-def prepare(src: Path, out: Path, arms: Iterable[str] | None = None, allow_dirty: bool = False) -> TrialConfig:
+def prepare(src: Path, out: Path, arms: Iterable[str] | None = None, allow_dirty: bool = False,
+            engine: str | None = None) -> TrialConfig:
     """Open ``out`` for the virtual replay of ``src`` (its recorded design in place); returns the config to
     hand :func:`dlfp.trials.runner.run_trials`. Resuming an earlier replay into ``out`` keeps what it has."""
     recorded = read_manifest(src)
     design = recorded.get("design")
     if design is None:
         raise RunFolderError(f"{src} records no design to replay under")
-    config = virtual_config(recorded, arms)
+    config = virtual_config(recorded, arms, engine)
     with exclusive(out):
         manifest = open_run(config, out, allow_dirty)
         if "design" not in manifest:

@@ -31,3 +31,16 @@ def test_modes_compares_the_same_units_in_both_clocks(tmp_path: Path) -> None:
     levels = {(c["level"], c["arm"]) for c in report["capacity"]}
     assert levels == {("tight", "stock"), ("relaxed", "stock")}
     assert all(c["real"] > 0 and c["virtual"] > 0 for c in report["capacity"])
+
+
+def test_the_explanations_replays_are_every_run_the_table_reads(tmp_path: Path) -> None:
+    from dlfp.studies.explanations import VARIANTS
+    from dlfp.studies.plans import FAST_HOST_ENGINE, PAPER_TARGETS
+
+    jobs = virtual_time.explanation_replays(Path("b"), Path("e"), tmp_path)
+    read = {(study, pattern.format(target=t)) for study, pattern, _ in VARIANTS.values() for t in PAPER_TARGETS}
+    replayed = {(dst.parent.name.removeprefix("study-"), dst.name) for _, dst, _, _ in jobs}
+    assert replayed == read
+    for src, dst, arms, engine in jobs:
+        assert (engine == FAST_HOST_ENGINE) == src.name.startswith("fast-host")
+        assert arms is None or {arm for _, _, arm in VARIANTS.values()} >= set(arms)

@@ -123,3 +123,9 @@ def test_the_virtual_clock_reaches_every_modeled_target_and_no_measured_one() ->
     assert plans.with_clock(plans.capacity(3, 40)[1][1].raw, "real")["engine"]["sim"]["clock"] == "real"
     with pytest.raises(ValueError, match="clock 'wall'"):
         plans.with_clock({}, "wall")
+
+
+def test_skip_measured_leaves_the_cpu_engine_out(capsys: pytest.CaptureFixture[str]) -> None:
+    assert plans.main(["capacity", "--out", "/nonexistent", "--clock", "virtual", "--skip-measured", "--list"]) == 0
+    listed = capsys.readouterr().err
+    assert "cpu-tiny" not in listed and "a100-qwen3-32b" in listed and "h200-qwen3-8b-field" in listed
