@@ -68,10 +68,11 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
             raise RunFolderError(
                 f"{out} holds a run of a different config; refusing to overwrite it "
                 "(choose another --out, or delete the folder yourself)")
-        for key, record in (("sim_profile", sim_profile_record), ("sim_engine", sim_engine_record)):
+        for key, record, what in (("sim_profile", sim_profile_record, "cost profile"),
+                                  ("sim_engine", sim_engine_record, "engine-core cost profile")):
             recorded = (manifest.get(key) or {}).get("sha256")
             if recorded is not None and recorded != record(config)["sha256"]:
-                raise RunFolderError(f"{out} was simulated with another version of its {key.replace('_', ' ')} "
+                raise RunFolderError(f"{out} was simulated with another version of {what} "
                                      f"{manifest[key].get('name')!r}; refusing to mix them in one run")
         if manifest["status"] != "complete":  # nothing runs for a complete one: nothing to trace
             manifest["git"] = resume_record(manifest.get("git"), allow_dirty)

@@ -73,8 +73,10 @@ def test_modeled_run() -> None:
     assert measured_on(bare) == ("simulated: cost profile a100 (TP 1, sync scheduling, real time), "
                                  "real vLLM 0.32.0+cpu scheduler")
     virtual = manifest({"sim": {"clock": "virtual"}}, CPU_HW, vllm="0.32.0+cpu")
-    assert measured_on(virtual) == ("simulated: cost profile a100 (TP 1, async scheduling, virtual time), "
-                                    "real vLLM 0.32.0+cpu scheduler")
+    assert measured_on(virtual) == ("simulated: cost profile a100 (TP 1, async scheduling, virtual time, engine costs "
+                                    "gpu-node), real vLLM 0.32.0+cpu scheduler")
+    fast = manifest({"sim": {"clock": "virtual", "engine": "gpu-node-fast"}}, CPU_HW, vllm="0.32.0+cpu")
+    assert "virtual time, engine costs gpu-node-fast)" in measured_on(fast)
 
 
 def test_missing_fields_say_unknown() -> None:

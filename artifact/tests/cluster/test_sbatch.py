@@ -207,7 +207,7 @@ class FakeSlurm:
 def fake(monkeypatch: pytest.MonkeyPatch):
     def install(**kw: Any) -> FakeSlurm:
         f = FakeSlurm(**kw)
-        monkeypatch.setattr(sbatch, "_run", f.run)
+        monkeypatch.setattr(sbatch, "run_command", f.run)
         monkeypatch.setattr(sbatch.subprocess, "run", f.subprocess_run)
         return f
     return install
