@@ -41,6 +41,6 @@ def test_the_explanations_replays_are_every_run_the_table_reads(tmp_path: Path) 
     read = {(study, pattern.format(target=t)) for study, pattern, _ in VARIANTS.values() for t in PAPER_TARGETS}
     replayed = {(dst.parent.name.removeprefix("study-"), dst.name) for _, dst, _, _ in jobs}
     assert replayed == read
-    for src, dst, arms, engine in jobs:
+    for src, _dst, arms, engine in jobs:
         assert (engine == FAST_HOST_ENGINE) == src.name.startswith("fast-host")
         assert arms is None or {arm for _, _, arm in VARIANTS.values()} >= set(arms)
