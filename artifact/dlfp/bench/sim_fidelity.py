@@ -134,6 +134,7 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path, allow_dirty: b
     from dlfp.analysis.calibration import calibrate_engine, calibrate_run
     from dlfp.book.notebook import config_with_overrides
     from dlfp.paths import write_json_atomic, write_text_atomic
+    from dlfp.sim.costmodel import load_profile
     from dlfp.trials.config import CPU_DEFAULT, REAL_TIME_ONLY, merge, parse_config, run_config
     from dlfp.trials.runfolder import read_manifest
     from dlfp.trials.runner import run_trials
@@ -146,8 +147,15 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path, allow_dirty: b
     # The virtual replay also prices the engine core's host work, which the real-time one spends for real:
     # an engine-core profile fitted to the same run (dlfp.sim.enginefit.engine_host_fit).
     profile_path, engine_path = out / "profile.yaml", out / "engine.yaml"
-    write_text_atomic(profile_path, profile.to_yaml())
-    write_text_atomic(engine_path, yaml.safe_dump(calibrate_engine(calibration_run), sort_keys=False))
+    if profile_path.is_file():  # the replays made with it are resumed, not redone: keep it, if it is this fit
+        kept = load_profile(profile_path)
+        if kept.fit.coefficients != profile.fit.coefficients:
+            raise ValueError(f"{profile_path} holds another fit of {calibration_run} than this code makes: its replays "
+                             "are another calibration's; use another --out")
+    else:
+        write_text_atomic(profile_path, profile.to_yaml())
+    if not engine_path.is_file():
+        write_text_atomic(engine_path, yaml.safe_dump(calibrate_engine(calibration_run), sort_keys=False))
     dtype_bytes = 4 if real_cfg.engine.dtype == "float32" else 2
     sim = {"profile": str(profile_path), "async_scheduling": False, "dtype_bytes": dtype_bytes}
     print(f"[bench sim] real run of {config_path} ...", file=sys.stderr, flush=True)
