@@ -58,6 +58,9 @@ def prepare(src: Path, out: Path, arms: Iterable[str] | None = None, allow_dirty
             if (src / PREFLIGHT_STEPS).is_file():
                 (out / PREFLIGHT_STEPS).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src / PREFLIGHT_STEPS, out / PREFLIGHT_STEPS)
-            manifest["design"] = {**design, "replayed_from": str(src)}
+            overrides = dict(design.get("overrides") or {})
+            if "arms" in overrides:  # the design resolved every arm of the run: keep the replayed ones
+                overrides["arms"] = [a for a in overrides["arms"] if a["name"] in config.arm_names]
+            manifest["design"] = {**design, "overrides": overrides, "replayed_from": str(src)}
             write_json_atomic(out / MANIFEST, manifest)
     return config
