@@ -1,10 +1,12 @@
 """The book's tables of virtual against real time, from the reports ``dlfp bench virtual`` commits.
 
-Three reports (:mod:`dlfp.bench.virtual_time`): ``modes`` (the committed real-time capacity units replayed
-in virtual time: per target, how far P99 ITL and P99 TTFT moved over the same units, and each arm's capacity
-in both clocks), ``speed`` (one unit per target in both clocks, timed on one machine) and ``explanations``
-(the explanations table in both clocks). Each carries its provenance (commit, machine, vLLM, command), which
-the captions say: every number in them is simulated, and only the speed ratios are this machine's.
+Three kinds of report (:mod:`dlfp.bench.virtual_time`): ``modes`` (the committed real-time capacity units
+replayed in virtual time: per target, how far P99 ITL and P99 TTFT moved over the same units, and each arm's
+capacity in both clocks; once with the ``gpu-node`` engine-core profile, once with each target's own
+real-time host's, ``modes-measured``), ``speed`` (one unit per target in both clocks, timed on one
+machine) and ``explanations`` (the explanations table in both clocks). Each carries its provenance
+(commit, machine, vLLM, command), which the captions say: every number in them is simulated, and only
+the speed ratios are this machine's.
 """
 
 from __future__ import annotations
@@ -57,6 +59,18 @@ def modes_capacity(report: Mapping[str, Any]) -> pd.DataFrame:
     c = pd.DataFrame(report["capacity"])
     return c[["target", "level", "arm", "real", "virtual", "diff"]].rename(
         columns={"real": "real time (req/s)", "virtual": "virtual time (req/s)", "diff": "difference"})
+
+
+def lightest_load(report: Mapping[str, Any]) -> pd.DataFrame:
+    """Per target: stock at the sweep's lowest load (no queue, rare prefill stalls), P50 and P99 ITL in
+    both clocks, medians over trials: where the two clocks' medians agree and their P99s do not, the
+    real-time tail is the simulating host's scheduling noise, which virtual time does not have."""
+    u = pd.DataFrame(report["units"])
+    light = u[u["unit_arm"] == "stock"]
+    cols = ["itl_p50_ms_real", "itl_p50_ms_virtual", "itl_p99_ms_real", "itl_p99_ms_virtual"]
+    t = light.groupby("target", sort=False)[cols].median().reset_index()
+    return t.rename(columns={"itl_p50_ms_real": "P50 ITL, real (ms)", "itl_p50_ms_virtual": "P50 ITL, virtual (ms)",
+                             "itl_p99_ms_real": "P99 ITL, real (ms)", "itl_p99_ms_virtual": "P99 ITL, virtual (ms)"})
 
 
 def speed(report: Mapping[str, Any]) -> pd.DataFrame:

@@ -33,7 +33,7 @@ import math
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,19 @@ def measured_engine(run: Path, names: Sequence[str], out: Path) -> Path:
     return out
 
 
+def unit_itl(run: Path, manifest: Mapping[str, Any], trial: int, arm: str) -> tuple[float, float]:
+    """(P50, P99) ITL in ms of one finished unit of ``run``, read from its own verified tables (a capacity
+    run's hundreds of other units are not read)."""
+    from dlfp.analysis import metrics
+    from dlfp.trials.runfolder import read_table
+
+    [unit] = [u for u in manifest["units"] if u["trial"] == trial and u["arm"] == arm]
+    folder = run / f"trial-{trial}" / arm
+    tables = {t: read_table(folder / f"{t}.parquet", t, unit["files"][f"{t}.parquet"]) for t in ("requests", "tokens")}
+    s = metrics.summarize(tables["requests"], tables["tokens"], math.inf, math.inf)
+    return float(s["itl_p50_ms"]), float(s["itl_p99_ms"])
+
+
 def modes(study: Path, targets: Sequence[str], out: Path, arms: Sequence[str] = MODE_ARMS,
           workers: int | None = None, allow_dirty: bool = False, engine: str | None = None) -> dict[str, Any]:
     """Replay, compare per unit and per capacity (module docstring); ``engine``: the replays' engine-core
@@ -180,6 +193,10 @@ def modes(study: Path, targets: Sequence[str], out: Path, arms: Sequence[str] = 
         both = real.merge(virtual, on=key, suffixes=("_real", "_virtual"))
         for metric in ("itl_p99_ms", "ttft_p99_ms"):
             both[f"{metric}_diff"] = both[f"{metric}_virtual"] / both[f"{metric}_real"] - 1
+        recorded = read_manifest(study / target)
+        for mode, run, m in (("real", study / target, recorded), ("virtual", out / target, manifest)):
+            medians = {(k, a): unit_itl(run, m, k, a)[0] for k, a in set(zip(both.trial, both.unit_arm, strict=True))}
+            both[f"itl_p50_ms_{mode}"] = [medians[(k, a)] for k, a in zip(both.trial, both.unit_arm, strict=True)]
         units.append(both.assign(target=target))
         cap = {mode: capacity_table(points).set_index(["level", "arm"])["capacity_rps"]
                for mode, points in (("real", real), ("virtual", virtual))}
@@ -194,8 +211,8 @@ def modes(study: Path, targets: Sequence[str], out: Path, arms: Sequence[str] = 
         itl_p99_median_diff=("itl_p99_ms_diff", "median"),
         ttft_p99_median_abs_diff=("ttft_p99_ms_diff", lambda d: float(np.median(np.abs(d)))),
         ttft_p99_median_diff=("ttft_p99_ms_diff", "median"))
-    columns = ["target", "unit_arm", "trial", "itl_p99_ms_real", "itl_p99_ms_virtual", "ttft_p99_ms_real",
-               "ttft_p99_ms_virtual"]
+    columns = ["target", "unit_arm", "trial", "load_real", "itl_p50_ms_real", "itl_p50_ms_virtual", "itl_p99_ms_real",
+               "itl_p99_ms_virtual", "ttft_p99_ms_real", "ttft_p99_ms_virtual"]
     return {"study": str(study), "arms": list(arms), "engine": engine or "gpu-node",
             "summary": summary.reset_index().to_dict("records"), "capacity": caps.to_dict("records"),
             "units": distinct[columns].to_dict("records"), "files": files,

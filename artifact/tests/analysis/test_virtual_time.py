@@ -48,3 +48,11 @@ def test_the_explanations_columns_pair_up() -> None:
     t = vt.explanations(report)
     assert t.to_dict("records") == [{"explanation": "(a)", "real time": "reproduces the pattern",
                                      "virtual time": "does not"}]
+
+
+def test_the_lightest_load_shows_medians_and_tails_side_by_side() -> None:
+    units = [{"target": "a", "unit_arm": arm, "trial": k, "itl_p50_ms_real": 1.0 + k, "itl_p50_ms_virtual": 1.0 + k,
+              "itl_p99_ms_real": 6.0, "itl_p99_ms_virtual": 2.0} for k in range(3) for arm in ("stock", "stock_0.6")]
+    t = vt.lightest_load({"units": units})
+    assert t.to_dict("records") == [{"target": "a", "P50 ITL, real (ms)": 2.0, "P50 ITL, virtual (ms)": 2.0,
+                                     "P99 ITL, real (ms)": 6.0, "P99 ITL, virtual (ms)": 2.0}]

@@ -31,6 +31,10 @@ def test_modes_compares_the_same_units_in_both_clocks(tmp_path: Path) -> None:
     levels = {(c["level"], c["arm"]) for c in report["capacity"]}
     assert levels == {("tight", "stock"), ("relaxed", "stock")}
     assert all(c["real"] > 0 and c["virtual"] > 0 for c in report["capacity"])
+    units = report["units"]
+    assert len(units) == 21 and all(0 < u["itl_p50_ms_virtual"] <= u["itl_p99_ms_virtual"] for u in units)
+    assert all(0 < u["itl_p50_ms_real"] <= u["itl_p99_ms_real"] for u in units)
+    assert set(report["files"]["a100-qwen3-8b"]) == {f"trial-{u['trial']}/{u['unit_arm']}" for u in units}
 
 
 def test_the_explanations_replays_are_every_run_the_table_reads(tmp_path: Path) -> None:
