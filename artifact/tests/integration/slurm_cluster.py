@@ -111,6 +111,7 @@ def _free_port() -> int:
 def single_node_cluster(d: Path) -> Iterator[Cluster]:
     """munged, slurmctld and slurmd for this host, all state under ``d``; stopped on exit."""
     host = socket.gethostname().split(".")[0]
+    d.mkdir(parents=True, exist_ok=True)
     key = d / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
