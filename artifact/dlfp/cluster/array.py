@@ -104,15 +104,11 @@ def submit(texts: dict[str, str], out: Path) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from dlfp.studies.plans import STUDIES, TRIALS
+    from dlfp.studies.plans import study_arguments
 
     ap = argparse.ArgumentParser(prog="dlfp cluster study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("study", choices=sorted(STUDIES))
-    ap.add_argument("--out", type=Path, required=True, help="root folder of the study's run folders")
-    ap.add_argument("--trials", type=int, default=TRIALS)
-    ap.add_argument("--requests", type=int, default=None)
-    ap.add_argument("--only", nargs="+", help="these run folders only")
+    study_arguments(ap)
     ap.add_argument("--root", type=Path, default=Path.cwd(), help="repository root (default: here)")
     ap.add_argument("--partition")
     ap.add_argument("--account")

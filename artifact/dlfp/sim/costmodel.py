@@ -141,12 +141,7 @@ def parse_engine_host(raw: Any, origin: str = "engine profile") -> EngineHost:
     unknown = sorted(set(raw) - _ENGINE_TOP, key=str)
     if unknown:
         raise ValueError(f"{origin}: unknown key(s) {unknown}; known: {sorted(_ENGINE_TOP)}")
-    body = raw.get(ENGINE_SECTION)
-    if not isinstance(body, Mapping):
-        raise ValueError(f"{origin}: section {ENGINE_SECTION!r} must be a mapping")
-    unknown = sorted(set(body) - set(_ENGINE_KEYS), key=str)
-    if unknown:
-        raise ValueError(f"{origin}: unknown key(s) {[f'{ENGINE_SECTION}.{k}' for k in unknown]}")
+    body = _section(raw, ENGINE_SECTION, _ENGINE_KEYS, origin)
     return EngineHost(**{field: _number(body.get(key), f"{ENGINE_SECTION}.{key}", False, origin)
                          for key, field in _ENGINE_KEYS.items()})
 
@@ -245,15 +240,22 @@ def parse_profile(raw: Any, origin: str = "profile") -> Profile:
         raise ValueError(f"{origin}: 'references' must be a list of strings")
     values: dict[str, float] = {}
     for section, keys in _SCHEMA.items():
-        body = raw.get(section)
-        if not isinstance(body, Mapping):
-            raise ValueError(f"{origin}: missing section {section!r}")
-        unknown = sorted(set(body) - set(keys), key=str)
-        if unknown:
-            raise ValueError(f"{origin}: unknown key(s) {[f'{section}.{k}' for k in unknown]}")
+        body = _section(raw, section, keys, origin)
         for key, (field, at_most_one) in keys.items():
             values[field] = _number(body.get(key), f"{section}.{key}", at_most_one, origin)
     return Profile(name=raw["name"], device=raw["device"], **values)
+
+
+def _section(raw: Mapping[str, Any], section: str, keys: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
+    """``raw[section]``, a mapping holding only ``keys``: both profile kinds read their sections so."""
+    body = raw.get(section)
+    if not isinstance(body, Mapping):
+        raise ValueError(f"{origin}: missing section {section!r}" if body is None else
+                         f"{origin}: section {section!r} must be a mapping")
+    unknown = sorted(set(body) - set(keys), key=str)
+    if unknown:
+        raise ValueError(f"{origin}: unknown key(s) {[f'{section}.{k}' for k in unknown]}")
+    return body
 
 
 def _number(entry: Any, key: str, at_most_one: bool, origin: str) -> float:

@@ -283,15 +283,21 @@ def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
 STUDIES = {"baselines": baselines, "sensitivity": sensitivity, "explanations": explanations, "capacity": capacity}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="dlfp study", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def study_arguments(ap: argparse.ArgumentParser) -> None:
+    """Which study and which of its run folders: ``dlfp study``'s arguments, which ``dlfp cluster study``
+    takes too."""
     ap.add_argument("study", choices=sorted(STUDIES))
     ap.add_argument("--out", type=Path, required=True, help="root folder; one run folder per entry below it")
     ap.add_argument("--trials", type=int, default=TRIALS)
     ap.add_argument("--requests", type=int, default=None,
                     help=f"requests per unit (default {REQUESTS}; capacity {CAPACITY_REQUESTS})")
     ap.add_argument("--only", nargs="+", help="run only these entries (folder names)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="dlfp study", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    study_arguments(ap)
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
     ap.add_argument("--tables", action="store_true",
                     help="capacity only: rewrite the tables and their stamp from the traces under --out, run nothing")
