@@ -1,4 +1,11 @@
-"""Suite-wide settings: Hypothesis profiles, dirty-tree runs, in-process engines, Ctrl-C.
+"""Suite-wide settings: Hypothesis profiles, what must be installed, dirty-tree runs, in-process engines,
+Ctrl-C.
+
+About twenty modules need vLLM or papermill (``pytest.importorskip``): a developer's machine without
+them (a GPU-only install, no book extra) skips those. CI sets ``DLFP_REQUIRE_ENGINE=1``, as it sets
+``DLFP_REQUIRE_BROWSER`` and ``DLFP_REQUIRE_SLURM``: then the session refuses to start unless every
+module of :data:`REQUIRED_MODULES` imports, so a broken install fails the suite instead of skipping
+most of it into a green run.
 
 Runs started by tests are scratch runs, never published, and developers test in working trees
 with uncommitted code: the suite allows runs from a dirty tree through the environment
@@ -9,6 +16,7 @@ module-scoped fixture starts a run. ``test_provenance.py`` removes it to test th
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 from collections.abc import Iterator
@@ -24,6 +32,32 @@ from dlfp.trials.provenance import ALLOW_DIRTY_ENV
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("explore", print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "explore"))
+
+
+REQUIRE_ENV = "DLFP_REQUIRE_ENGINE"
+REQUIRED_MODULES = ("vllm", "papermill")
+"""What the suite's skipped modules need, imported before any test runs where :data:`REQUIRE_ENV` is set."""
+
+
+def unimportable(modules: tuple[str, ...]) -> dict[str, str]:
+    """Each of ``modules`` that does not import, with the import's error."""
+    failed = {}
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a broken install raises more than ImportError
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    return failed
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get(REQUIRE_ENV, "") in ("", "0"):
+        return
+    failed = unimportable(REQUIRED_MODULES)
+    if failed:
+        raise pytest.UsageError(f"{REQUIRE_ENV} is set, and the suite needs modules that do not import: "
+                                + "; ".join(f"{k} ({v})" for k, v in failed.items())
+                                + ": install them (make setup) or unset it to skip their tests")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from dlfp.analysis.runs import load_run, trial_rows
+from dlfp.analysis.tables import regime
 from dlfp.control.steplog import read_step_log
 from dlfp.harness.engine import cpu_environment
 from dlfp.harness.workload import Request, WorkloadSpec, generate
@@ -81,9 +82,11 @@ def test_small_paired_trial(tmp_path) -> None:
                f"{rows.at['stock', 'stall_share']:.1%}, DLFP {rows.at['dlfp', 'stall_share']:.1%}; stock's prefill "
                f"stalls {rows.at['stock', 'long_gap_share']:.1%} (predicted {design['predicted']['stall_share']:.1%})")
     print(summary)
-    # The design put stock's prefill stalls where a pooled P99 sees them, on whatever machine runs this.
-    assert rows.at["stock", "long_gap_share"] >= design["rules"]["realized_min_stall_share"], summary
-    assert rows.at["dlfp", "itl_p99_ms"] < rows.at["stock", "itl_p99_ms"], summary
+    # One trial decides nothing about the effect, so no outcome is asserted (a pre-flight on a busy machine
+    # designs a trial in which stock hardly stalls). What holds on any machine: such a trial is flagged.
+    verdict = regime(run)["verdict"]
+    assert rows.at["stock", "stall_share"] >= design["rules"]["realized_min_stall_share"] or (
+        "ITL objective" in verdict), f"{summary}; {verdict}"
     steps = pd.read_parquet(out / "trial-0" / "dlfp" / "steps.parquet")
     mixed = steps[(steps.prefill_tokens > 0) & (steps.decode_reqs > 0)]
     assert len(mixed) and (mixed.prefill_tokens <= mixed.cap).all()
