@@ -16,9 +16,10 @@ module-scoped fixture starts a run. ``test_provenance.py`` removes it to test th
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -36,17 +37,21 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 
 REQUIRE_ENV = "DLFP_REQUIRE_ENGINE"
 REQUIRED_MODULES = ("vllm", "papermill")
+IMPORT_TIMEOUT_S = 300
 """What the suite's skipped modules need, imported before any test runs where :data:`REQUIRE_ENV` is set."""
 
 
 def unimportable(modules: tuple[str, ...]) -> dict[str, str]:
-    """Each of ``modules`` that does not import, with the import's error."""
+    """Each of ``modules`` that does not import, with the import's last line of error. Each is imported in
+    a child interpreter of this one (same path, same environment), so the check leaves this process as it
+    found it: importing vLLM here would set up its logging and environment before any test runs."""
     failed = {}
     for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # a broken install raises more than ImportError
-            failed[name] = f"{type(exc).__name__}: {exc}"
+        done = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True,
+                              timeout=IMPORT_TIMEOUT_S, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines()
+            failed[name] = lines[-1] if lines else f"exit status {done.returncode}"
     return failed
 
 

@@ -1,8 +1,8 @@
 """``DLFP_REQUIRE_ENGINE`` (CI): a missing vLLM fails the suite instead of skipping its tests.
 
-The child pytest hides vLLM with a plugin loaded before any conftest (a meta-path finder that says no
-module of that name exists), as on a machine where it is not installed. A broken install (one that
-raises a plain ``ImportError``) already fails collection without the switch."""
+The child pytest, and every interpreter it starts, hides vLLM through a ``sitecustomize`` on its path (a
+meta-path finder that says no module of that name exists), as on a machine where it is not installed.
+A broken install (one that raises a plain ``ImportError``) already fails collection without the switch."""
 
 from __future__ import annotations
 
@@ -33,13 +33,12 @@ sys.meta_path.insert(0, _Missing())
 def _collect(tmp_path: Path, require: str | None) -> subprocess.CompletedProcess[str]:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
-    (site / "hide_vllm.py").write_text(HIDE_VLLM)
+    (site / "sitecustomize.py").write_text(HIDE_VLLM)
     env = {k: v for k, v in os.environ.items() if k != "DLFP_REQUIRE_ENGINE"}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), str(REPO_ROOT / "artifact")])
     if require is not None:
         env["DLFP_REQUIRE_ENGINE"] = require
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "hide_vllm",
-                           "--collect-only",
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
                            "artifact/tests/vllm/test_scheduler.py"], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT_S)
 
