@@ -13,8 +13,10 @@ Manifests written before that field existed fall back to the node's first GPUs.
 
 The build decides GPU or CPU (:func:`build`), not whether telemetry listed GPUs: a GPU build whose
 NVML failed is "GPU (telemetry unavailable: <reason>)", an unknown build "unknown build", never a
-CPU run. Where the run's units report what they ran (``units[].ran``, from the engine's step log),
-the label ends with their scheduling mode: "..., vLLM 0.32.0, async scheduling".
+CPU run. A GPU claim that :func:`dlfp.analysis.runs.load_run` could not verify (no identity checksum, no
+GPU telemetry) reads "unverified device (claims <GPUs>: <why>)". Where the run's units report what
+they ran (``units[].ran``, from the engine's step log), the label ends with their scheduling mode:
+"..., vLLM 0.32.0, async scheduling".
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dlfp.analysis.runs import RunData
+from dlfp.analysis.runs import UNVERIFIED, RunData
 from dlfp.trials.arms import REFERENCE
 
 _MARKS = re.compile(r"\((R|TM|tm|r)\)")
@@ -66,9 +68,12 @@ def device(manifest: Mapping[str, Any]) -> str:
     if kind == "gpu":
         gpus = engine_gpus(hardware, tp)
         if not gpus:
-            return f"GPU (telemetry unavailable: {telemetry_gap(hardware)}){tp_note}"
-        names = (g.get("name") if isinstance(g.get("name"), str) else "unknown GPU" for g in gpus)
-        return f"{_count_names(names)}{tp_note}"
+            claimed = f"GPU (telemetry unavailable: {telemetry_gap(hardware)}){tp_note}"
+        else:
+            names = (g.get("name") if isinstance(g.get("name"), str) else "unknown GPU" for g in gpus)
+            claimed = f"{_count_names(names)}{tp_note}"
+        why = manifest.get(UNVERIFIED)
+        return f"unverified device (claims {claimed}: {why})" if isinstance(why, str) and why else claimed
     cores = hardware.get("cpu_logical_cores")
     cores = cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None
     where = f"{cores}-core {cpu_name(hardware.get('cpu_model'))}" if cores else cpu_name(hardware.get("cpu_model"))

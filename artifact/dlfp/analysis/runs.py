@@ -7,10 +7,12 @@ workload, output agreement of every arm with the stock reference, stall events, 
 paired reductions with a Student's t interval across trials. A run whose stock arm's stalls
 fell outside the design's regime (:mod:`dlfp.trials.design`) is flagged wherever it is shown.
 
-What a run was measured on is read from its manifest (:mod:`dlfp.analysis.labels`), which is not
-checksummed; a manifest claiming a GPU is therefore held against the run's checksummed telemetry
-(:func:`check_device`): a GPU run samples its GPUs through NVML in every unit, a CPU run only the CPU,
-so a CPU run edited into a GPU measurement is refused instead of printed as one.
+What a run was measured on is read from its manifest (:mod:`dlfp.analysis.labels`), whose identity
+(versions, hardware, git, config) has its own checksum (:func:`~dlfp.trials.runfolder.identity_verified`:
+an edit is refused); a manifest claiming a GPU is also held against the run's checksummed telemetry
+(:func:`check_device`): a GPU run samples its GPUs through NVML in every unit, a CPU run only the CPU, so a
+CPU run edited into a GPU measurement is refused, and a claim nothing shows is labelled *unverified device*,
+never printed as a GPU measurement.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dlfp.trials.runfolder import (
     RunFolderError,
     check_status,
     complete_units,
+    identity_verified,
     listed_files,
     read_manifest,
     read_table,
@@ -83,9 +86,13 @@ def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", 
         config = run_config(manifest)
     except ValueError as exc:
         raise ValueError(f"{path / MANIFEST}: its config no longer parses ({exc})") from None
+    identity = identity_verified(path, manifest)
     for file, digest in listed_files(path, manifest):  # every file the manifest vouches for, read or not
         verify_file(file, digest)
-    check_device(path, manifest, config)
+    manifest.pop(UNVERIFIED, None)
+    unverified = check_device(path, manifest, config, identity)
+    if unverified is not None:
+        manifest[UNVERIFIED] = unverified
     loaded: dict[tuple[int, str], dict[str, pd.DataFrame]] = {}
     workloads: dict[int, list[workload.Request]] = {}
     for unit in complete_units(manifest):
@@ -119,33 +126,57 @@ def gpu_claim(manifest: dict[str, Any]) -> str | None:
     return f"field 'versions.vllm' is {vllm!r}, not a +cpu build{listed}"
 
 
-def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig) -> None:
-    """Refuse a measured run whose manifest claims a GPU its own telemetry never saw.
+UNVERIFIED = "device_unverified"
+"""Set by :func:`load_run`, in memory only (a value on disk is dropped), on a run whose manifest claims a GPU
+its evidence cannot show: why. Labels then say *unverified device* (:func:`dlfp.analysis.labels.device`),
+and the claims never judge it in a GPU column (:func:`dlfp.studies.claims.evidence`)."""
 
-    The manifest says which build and hardware a run used, but only the tables are checksummed.
-    Each unit's ``telemetry.parquet`` samples the engine's GPUs through NVML when there are any
-    (:mod:`dlfp.harness.telemetry`): a unit that sampled, yet no GPU, ran on the CPU, and a manifest
-    claiming otherwise was edited. A unit that sampled nothing (shorter than one interval) says
-    nothing either way; nor does a run on a MIG slice where NVML could not sample it, or a run
-    whose NVML failed (``hardware.nvml_error``): its label then says "GPU (telemetry unavailable:
-    <reason>)", so no telemetry is claimed. A simulated run is labelled simulated: not checked.
+
+def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig, identity: bool) -> str | None:
+    """Hold a measured run's GPU claim against its evidence: None where it has none to hold (a CPU build, a
+    simulation) or the evidence shows it, else why it is unverified; a claim its own telemetry refutes is
+    refused.
+
+    The evidence: the manifest's identity checksum (``identity``: the run's writer vouched for its versions
+    and hardware; an edit that kept the checksum is refused before this) and its checksummed telemetry. Each
+    unit's ``telemetry.parquet`` samples the engine's GPUs through NVML when there are any
+    (:mod:`dlfp.harness.telemetry`): a unit that sampled, yet no GPU, ran on the CPU, and a manifest claiming
+    otherwise was edited (refused). A claim is verified only where some unit sampled a GPU that the
+    manifest's ``hardware.gpus`` lists and no unit contradicts it. Where NVML failed (``hardware.nvml_error``),
+    the run ran on a MIG slice NVML cannot sample, no unit sampled anything, or the run predates identity
+    checksums, nothing shows the claim: the run still loads, labelled *unverified device*.
     """
     claim = None if config.engine.sim is not None else gpu_claim(manifest)
+    if claim is None:
+        return None
     hardware = manifest.get("hardware") or {}
-    visible = hardware.get("cuda_visible_devices")
-    if claim is None or hardware.get("nvml_error") or (
-            isinstance(visible, str) and any(e.strip().startswith("MIG-") for e in visible.split(","))):
-        return
+    listed = {f"gpu{g['index']}" for g in hardware.get("gpus") or [] if isinstance(g, dict) and "index" in g}
+    seen: set[str] = set()
     for unit in complete_units(manifest):
         file = path / f"trial-{unit['trial']}" / unit["arm"] / "telemetry.parquet"
         telemetry = read_table(file, "telemetry", (unit.get("files") or {}).get(file.name))
         sources = sorted(set(telemetry["source"].dropna()))
         if sources and not any(s.startswith("gpu") for s in sources):
+            visible = hardware.get("cuda_visible_devices")
+            if isinstance(visible, str) and any(e.strip().startswith("MIG-") for e in visible.split(",")):
+                continue  # NVML samples no MIG slice: CPU telemetry alone proves nothing there
+            if hardware.get("nvml_error"):
+                continue  # NVML failed: the unit could sample the CPU only
             raise RunFolderError(
                 f"{path / MANIFEST} labels the run a GPU measurement ({claim}), but {file}, which matches its "
                 f"checksum, sampled no GPU (sources {sources}): it ran on the CPU, so the manifest was edited; "
                 "restore it from version control (a GPU run recorded without NVML telemetry cannot show what it "
                 "ran on: rerun it with the gpu extra installed)")
+        seen.update(s for s in sources if s.startswith("gpu"))
+    if not identity:
+        return "its manifest has no identity checksum (a run made before they were recorded, or an edited one)"
+    if not seen & listed:
+        error = hardware.get("nvml_error")
+        why = f"NVML failed ({error})" if isinstance(error, str) and error else (
+            f"its telemetry sampled {sorted(seen)}, none of the GPUs its manifest lists" if seen
+            else "no unit's telemetry sampled a GPU")
+        return why
+    return None
 
 
 def read_trace(path: Path, table: str, digest: str | None) -> pd.DataFrame:

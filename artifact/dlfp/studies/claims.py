@@ -31,7 +31,7 @@ import pandas as pd
 import yaml
 
 from dlfp.analysis.labels import build, engine_gpus, source_line
-from dlfp.analysis.runs import RunData, load_run, trial_rows
+from dlfp.analysis.runs import UNVERIFIED, RunData, load_run, trial_rows
 from dlfp.analysis.stats import paired
 from dlfp.analysis.tables import regime
 from dlfp.paths import CONFIGS
@@ -41,8 +41,10 @@ from dlfp.trials.provenance import run_folders
 
 CLAIMS_FILE = CONFIGS / "claims.yaml"
 EXPECTATIONS = ("ci_lo_above", "ci_hi_below", "ci_overlaps", "at_least", "at_most")
-EVIDENCE = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)")
-"""The kinds of evidence a row can rest on, in the order the book counts them."""
+EVIDENCE = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)", "unverified device")
+"""The kinds of evidence a row can rest on, in the order the book counts them. The last is a run that claims
+a GPU its manifest's checksum and telemetry cannot show (:data:`dlfp.analysis.runs.UNVERIFIED`): judged, but
+never in the GPU column."""
 VERDICTS = ("reproduced", "not reproduced", "not testable here")
 SETTING: dict[str, type | tuple[type, ...]] = {"model": str, "dtype": str, "tensor_parallel_size": int, "gpu": str,
                                               "gpu_memory_gib_at_least": (int, float)}
@@ -189,6 +191,8 @@ def evidence(name: str, run: RunData | None) -> str:
     if run is not None:
         if run.config.engine.sim is not None:
             return EVIDENCE[2]
+        if run.manifest.get(UNVERIFIED):
+            return EVIDENCE[3]
         return EVIDENCE[0] if build(run.manifest) == "cpu" else EVIDENCE[1]  # an unknown build: held to GPU telemetry
     return EVIDENCE[1] if name == "gpu" else EVIDENCE[0] if name == "paired" else EVIDENCE[2]
 

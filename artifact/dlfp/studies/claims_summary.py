@@ -21,9 +21,10 @@ from dlfp.studies.claims import EVIDENCE, VERDICTS, verdict_kinds
 MARKS = dict(zip(VERDICTS, ("✓", "✗", "–"), strict=True))
 """The mark of each verdict kind: reproduced, not reproduced, not testable here."""
 PAPER_COLUMN = "reported by the paper"
-COLUMNS = (PAPER_COLUMN, EVIDENCE[0], EVIDENCE[2], EVIDENCE[1])
+COLUMNS = (PAPER_COLUMN, EVIDENCE[0], EVIDENCE[2], EVIDENCE[1], EVIDENCE[3])
 """The summary's columns: the paper's value, then our evidence, CPU measurements first (what this
-machine measured), simulations, and GPU measurements last (rendered only where a GPU run is)."""
+machine measured), simulations, GPU measurements (rendered only where a GPU run is), and a run whose GPU
+claim nothing verifies, apart from them."""
 
 
 def short_value(ours: str) -> str:

@@ -15,11 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dlfp.paths import write_json_atomic
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import CPU_DEFAULT, REAL_TIME_ONLY, TrialConfig, merge, parse_config
 from dlfp.trials.manifest import exclusive, open_run
-from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS, RunFolderError, read_manifest
+from dlfp.trials.runfolder import PREFLIGHT_STEPS, RunFolderError, read_manifest, write_manifest
 
 
 def virtual_config(manifest: dict[str, Any], arms: Iterable[str] | None = None,
@@ -62,5 +61,5 @@ def prepare(src: Path, out: Path, arms: Iterable[str] | None = None, allow_dirty
             if "arms" in overrides:  # the design resolved every arm of the run: keep the replayed ones
                 overrides["arms"] = [a for a in overrides["arms"] if a["name"] in config.arm_names]
             manifest["design"] = {**design, "overrides": overrides, "replayed_from": str(src)}
-            write_json_atomic(out / MANIFEST, manifest)
+            write_manifest(out, manifest)
     return config

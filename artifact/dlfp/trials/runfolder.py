@@ -11,6 +11,7 @@ wrong number.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -23,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dlfp.paths import sha256
+from dlfp.paths import sha256, write_json_atomic
 
 MANIFEST = "manifest.json"
 
@@ -83,8 +84,43 @@ either way (older runs stored it)."""
 
 
 OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
-                   "hardware": dict, "git": dict, "sim_profile": dict, "sim_engine": dict, "engine_env": dict}
+                   "hardware": dict, "git": dict, "sim_profile": dict, "sim_engine": dict, "engine_env": dict,
+                   "identity_sha256": str}
 """Manifest fields readers use when present (null: absent), and their type."""
+
+IDENTITY_FIELDS = ("versions", "hardware", "git", "config")
+"""What a manifest says a run *is*: which software, which machine, which commit, which config. The tables'
+checksums cannot vouch for these, so they get their own (:func:`identity_digest`): an edit of one (a CPU
+run's ``versions.vllm`` turned into a CUDA build's) no longer passes unseen."""
+IDENTITY = "identity_sha256"
+
+
+def identity_digest(manifest: Mapping[str, Any]) -> str:
+    """SHA-256 of the manifest's :data:`IDENTITY_FIELDS`, as canonical JSON (sorted keys, the writer's
+    rendering of non-JSON values), so the digest of a manifest read back equals the one it was written with."""
+    identity = {k: manifest.get(k) for k in IDENTITY_FIELDS}
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write the run's manifest atomically, its identity checksum recomputed (the run's own writer is the
+    one that may change its identity: a resume records its commit)."""
+    manifest[IDENTITY] = identity_digest(manifest)
+    write_json_atomic(Path(run_dir) / MANIFEST, manifest)
+
+
+def identity_verified(path: Path, manifest: Mapping[str, Any]) -> bool:
+    """Whether the manifest's identity is vouched for by its checksum: True where it matches, False where
+    the run predates the checksum (none recorded); an identity that does not match is refused."""
+    recorded = manifest.get(IDENTITY)
+    if recorded is None:
+        return False
+    if recorded != identity_digest(manifest):
+        raise RunFolderError(
+            f"{Path(path) / MANIFEST}: its identity ({', '.join(IDENTITY_FIELDS)}) does not match its checksum "
+            f"{IDENTITY}: the manifest was edited after the run; restore it from version control")
+    return True
 
 
 DESIGN_FIELDS = {"overrides": dict, "rules": dict, "measured": dict, "predicted": dict, "problems": list,

@@ -31,18 +31,18 @@ import pandas as pd
 
 from dlfp.harness import workload
 from dlfp.harness.quiet import output_to
-from dlfp.paths import sha256, write_json_atomic
+from dlfp.paths import sha256
 from dlfp.trials.config import TrialConfig
 from dlfp.trials.interrupts import Interrupted, StopSignal, watch_interrupt
 from dlfp.trials.manifest import exclusive, missing_units, now, open_run
 from dlfp.trials.progress import RunProgress, progress_stream
 from dlfp.trials.runfolder import (
-    MANIFEST,
     PREFLIGHT_STEPS,
     RunFolderError,
     engine_log,
     engine_step_log,
     stored,
+    write_manifest,
     write_parquet,
 )
 
@@ -128,7 +128,7 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
         i, unit = group[j], units[j]
         manifest["units"][i] = _finish_unit(config, out, unit, result, time.monotonic() - started[0])
         manifest["missing"] = missing_units(manifest)
-        write_json_atomic(out / MANIFEST, manifest)
+        write_manifest(out, manifest)
         report.unit_done(i, manifest["units"][i])
 
     first = units[0]
@@ -165,7 +165,7 @@ def _run_virtual(config: TrialConfig, out: Path, manifest: dict[str, Any], repor
         _fresh_partial(out, manifest["units"][i])
         manifest["units"][i] = _finish_unit(config, out, manifest["units"][i], result, wall_s)
         manifest["missing"] = missing_units(manifest)
-        write_json_atomic(out / MANIFEST, manifest)
+        write_manifest(out, manifest)
         report.unit_done(i, manifest["units"][i])
 
     with output_to(engine_log(out), f"===== {now()} {len(tasks)} virtual units on {workers} worker(s)"):
@@ -222,7 +222,7 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirt
             print(f"{out}: already complete, nothing to do", file=sys.stderr)
             return manifest
         manifest.update(status="running", missing=missing_units(manifest), resumed=now())
-        write_json_atomic(out / MANIFEST, manifest)
+        write_manifest(out, manifest)
         with progress_stream(progress) as stream, watch_interrupt() as ctrl_c:
             report = RunProgress(out, manifest, stream)
             report.begin(engine_log(out))
@@ -231,7 +231,7 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirt
         manifest.update(status="complete", finished=now(), missing=[])
         for stale in ("error", "interrupted_by"):
             manifest.pop(stale, None)
-        write_json_atomic(out / MANIFEST, manifest)
+        write_manifest(out, manifest)
         return manifest
 
 
@@ -264,14 +264,14 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: Ru
                   "wall_s": round(time.monotonic() - started, 2)}
         if design.problems and config.design.enforce:
             manifest.update(status="refused", refused_design=record, stopped=now())
-            write_json_atomic(out / MANIFEST, manifest)
+            write_manifest(out, manifest)
             refuse(design)
         (out / PREFLIGHT_STEPS).parent.mkdir(exist_ok=True)
         write_parquet(result.steps, out / PREFLIGHT_STEPS)
         record["files"] = {PREFLIGHT_STEPS: sha256(out / PREFLIGHT_STEPS)}
         manifest.pop("refused_design", None)
         manifest["design"] = record
-        write_json_atomic(out / MANIFEST, manifest)
+        write_manifest(out, manifest)
         report.preflight_done(record["wall_s"])
     return config.with_overrides(manifest["design"]["overrides"])
 
@@ -299,7 +299,7 @@ def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
         manifest.update(status="failed" if sig is None else "interrupted", stopped=now(),
                         error=f"{type(exc).__name__}: {exc}" if sig is None else None,
                         interrupted_by=None if sig is None else sig.name, missing=missing_units(manifest))
-        write_json_atomic(out / MANIFEST, manifest)
+        write_manifest(out, manifest)
         report.stopped(exc, None if sig is None else sig.name, engine_log(out))
         if sig is not None and not isinstance(exc, KeyboardInterrupt):
             raise Interrupted(sig) from exc

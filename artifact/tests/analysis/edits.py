@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from dlfp.paths import REPO_ROOT, sha256, write_json_atomic
-from dlfp.trials.runfolder import MANIFEST, write_parquet
+from dlfp.trials.runfolder import MANIFEST, write_manifest, write_parquet
 
 RUN = REPO_ROOT / "data" / "runs" / "cpu-default"
 A100 = {"index": 0, "uuid": "GPU-5ad1c0de", "name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80.0, "driver": "580.65.06"}
@@ -27,10 +27,15 @@ def copy_run(tmp_path: Path, run: Path = RUN) -> Path:
     return dest
 
 
-def edit_manifest(run_dir: Path, edit: Callable[[dict[str, Any]], Any]) -> None:
+def edit_manifest(run_dir: Path, edit: Callable[[dict[str, Any]], Any], sign: bool = False) -> None:
+    """Apply ``edit`` to the manifest, as a hand edit would (its identity checksum left as it was), or, with
+    ``sign``, as the run's own writer would (the checksum recomputed: what a real run of that identity has)."""
     m = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
     edit(m)
-    write_json_atomic(run_dir / MANIFEST, m)
+    if sign:
+        write_manifest(run_dir, m)
+    else:
+        write_json_atomic(run_dir / MANIFEST, m)
 
 
 def unit(m: dict[str, Any], trial: int, arm: str) -> dict[str, Any]:
@@ -67,12 +72,13 @@ def gpu_telemetry(run_dir: Path) -> None:
 
 
 def fabricate_gpu_run(tmp_path: Path, model: str = "qwen3-0.6b", dtype: str = "bfloat16") -> Path:
-    """A copy of the committed CPU run that reads as a measured A100 run of the paper's setting."""
+    """A copy of the committed CPU run that reads as a measured A100 run of the paper's setting: GPU telemetry,
+and the manifest signed as a GPU node's writer signs it (its identity checksum)."""
     run_dir = copy_run(tmp_path)
     gpu_telemetry(run_dir)
 
     def edit(m: dict[str, Any]) -> None:
         claim_gpu(m)
         m["config"]["engine"].update(model=model, dtype=dtype)
-    edit_manifest(run_dir, edit)
+    edit_manifest(run_dir, edit, sign=True)
     return run_dir

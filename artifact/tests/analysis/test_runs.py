@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from dlfp.analysis import metrics
 from dlfp.analysis.labels import measured_on, scope_note
 from dlfp.analysis.runs import (
+    UNVERIFIED,
     RunData,
     accounting,
     gpu_claim,
@@ -36,9 +37,10 @@ from dlfp.analysis.runs import (
 )
 from dlfp.harness.driver import output_digest
 from dlfp.paths import REPO_ROOT, sha256
+from dlfp.studies.claims import EVIDENCE, evidence
 from dlfp.trials.config import parse_config
-from dlfp.trials.runfolder import MANIFEST, RunFolderError
-from tests.analysis.edits import RUN, claim_gpu, copy_run, edit_manifest, gpu_telemetry, rewrite_table, unit
+from dlfp.trials.runfolder import IDENTITY, IDENTITY_FIELDS, MANIFEST, RunFolderError, identity_digest
+from tests.analysis.edits import A100, RUN, claim_gpu, copy_run, edit_manifest, gpu_telemetry, rewrite_table, unit
 
 SIM_RUN = REPO_ROOT / "data" / "runs" / "generalization-sim" / "a100-qwen3-0.6b-tp1"
 
@@ -321,13 +323,72 @@ def test_a_cpu_build_on_a_gpu_node_is_accepted_and_labelled_cpu(tmp_path: Path) 
 
 
 def test_a_gpu_claim_backed_by_gpu_telemetry_is_accepted(tmp_path: Path, manifest: dict[str, Any]) -> None:
-    """The same claim with every unit's telemetry sampling ``gpu0`` (as NVML records it) is a GPU run."""
+    """The same claim with every unit's telemetry sampling ``gpu0`` (as NVML records it), in a manifest its
+    writer signed (the identity checksum), is a GPU run."""
+    run_dir = copy_run(tmp_path)
+    gpu_telemetry(run_dir)
+    edit_manifest(run_dir, claim_gpu, sign=True)
+    run = load_run(run_dir, tables=())
+    assert measured_on(run.manifest) == "1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0"
+    assert scope_note(run).startswith("GPU measurements")
+    assert evidence("gpu", run) == EVIDENCE[1]
+
+
+def test_a_gpu_claim_without_an_identity_checksum_is_an_unverified_device(tmp_path: Path) -> None:
+    """GPU telemetry alone is no proof: a CPU run's telemetry table and its checksum can be rewritten with
+    the manifest. Without the writer's identity checksum (the committed runs predate it) the claim loads,
+    labelled unverified, and is never judged in the GPU column."""
     run_dir = copy_run(tmp_path)
     gpu_telemetry(run_dir)
     edit_manifest(run_dir, claim_gpu)
     run = load_run(run_dir, tables=())
-    assert measured_on(run.manifest) == "1 x NVIDIA A100-SXM4-80GB, vLLM 0.32.0"
-    assert scope_note(run).startswith("GPU measurements")
+    assert measured_on(run.manifest).startswith("unverified device (claims 1 x NVIDIA A100-SXM4-80GB: its manifest "
+                                                "has no identity checksum")
+    assert evidence("gpu", run) == EVIDENCE[3] and evidence("paired", run) == EVIDENCE[3]
+    assert UNVERIFIED not in json.loads((run_dir / MANIFEST).read_text())  # in memory only
+
+
+def test_an_unverified_mark_written_into_a_manifest_is_dropped(tmp_path: Path) -> None:
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, lambda m: m.update({UNVERIFIED: "made up"}))
+    assert UNVERIFIED not in load_run(run_dir, tables=()).manifest
+
+
+IDENTITY_EDITS = {
+    "versions": lambda m: m["versions"].update(vllm="0.32.0"),
+    "hardware": lambda m: m["hardware"].update(gpus=[A100]),
+    "git": lambda m: m["git"].update(commit="0" * 40),
+    "config": lambda m: m["config"].update(trials=m["config"].get("trials", 3)) or m["config"].update(name="other"),
+}
+
+
+@pytest.mark.parametrize("field", sorted(IDENTITY_EDITS))
+def test_an_edit_of_a_signed_identity_is_refused(tmp_path: Path, field: str) -> None:
+    """The issue's edit (``versions.vllm`` from ``+cpu`` to a CUDA build) and its kin, on a signed manifest."""
+    run_dir = copy_run(tmp_path)
+    edit_manifest(run_dir, lambda m: None, sign=True)
+    assert load_run(run_dir, tables=()).manifest[IDENTITY] == identity_digest(json.loads(
+        (run_dir / MANIFEST).read_text()))
+    edit_manifest(run_dir, IDENTITY_EDITS[field])
+    with pytest.raises(RunFolderError, match=r"identity \(versions, hardware, git, config\) does not match"):
+        load_run(run_dir, tables=())
+
+
+@settings(max_examples=25, deadline=None)
+@given(field=st.sampled_from(IDENTITY_FIELDS), key=st.text(min_size=1, max_size=8),
+       value=st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12)))
+def test_any_added_identity_key_changes_the_digest(field: str, key: str, value: Any) -> None:
+    """What the checksum covers, as a fuzzer edits it: any key added to an identity field changes the digest,
+    and the digest of a manifest read back equals the one it was written with."""
+    m = json.loads((RUN / MANIFEST).read_text())
+    before = identity_digest(m)
+    edited = json.loads(json.dumps(m))
+    target = edited.setdefault(field, {}) if edited.get(field) is None else edited[field]
+    if key in target and target[key] == value:
+        return
+    target[key] = value
+    assert identity_digest(edited) != before
+    assert identity_digest(json.loads(json.dumps(edited, indent=2, default=str))) == identity_digest(edited)
 
 
 def test_a_unit_that_sampled_nothing_is_no_evidence(tmp_path: Path, manifest: dict[str, Any]) -> None:
@@ -340,15 +401,20 @@ def test_a_unit_that_sampled_nothing_is_no_evidence(tmp_path: Path, manifest: di
         load_run(run_dir, tables=())
     for u in manifest["units"]:
         rewrite_table(run_dir, u["trial"], u["arm"], "telemetry", lambda df: df.iloc[:0])
-    assert load_run(run_dir, tables=()).manifest["versions"]["vllm"] == "0.32.0"
+    edit_manifest(run_dir, lambda m: None, sign=True)
+    run = load_run(run_dir, tables=())  # loads, but nothing shows the claim
+    assert run.manifest["versions"]["vllm"] == "0.32.0"
+    assert measured_on(run.manifest).endswith(": no unit's telemetry sampled a GPU), vLLM 0.32.0")
 
 
 def test_a_gpu_claim_on_a_mig_slice_is_not_held_against_telemetry(tmp_path: Path) -> None:
     """NVML samples no MIG slice, so a GPU run on one has CPU telemetry only: that proves nothing."""
     run_dir = copy_run(tmp_path)
     edit_manifest(run_dir, lambda m: (claim_gpu(m), m["hardware"].update(
-        cuda_visible_devices="MIG-4b1e2c3d-0000-5a5a-9f9f-0123456789ab", visible_gpus=[])))
-    assert load_run(run_dir, tables=()).manifest["versions"]["vllm"] == "0.32.0"
+        cuda_visible_devices="MIG-4b1e2c3d-0000-5a5a-9f9f-0123456789ab", visible_gpus=[])), sign=True)
+    run = load_run(run_dir, tables=())
+    assert run.manifest["versions"]["vllm"] == "0.32.0"
+    assert measured_on(run.manifest).startswith("unverified device (")  # nor does it prove the claim
 
 
 def test_a_gpu_claim_without_the_telemetry_checksums_is_refused(tmp_path: Path) -> None:
@@ -373,12 +439,15 @@ def test_a_simulated_run_is_labelled_simulated_and_not_checked(tmp_path: Path) -
 
 
 def test_a_gpu_run_whose_nvml_failed_is_accepted_and_says_so(tmp_path: Path) -> None:
-    """NVML failed on the node: no telemetry backs the claim, and the label says exactly that."""
+    """NVML failed on the node: no telemetry backs the claim, so it is unverified, and the label says why."""
     run_dir = copy_run(tmp_path)
 
     def edit(m: dict[str, Any]) -> None:
         claim_gpu(m, gpus=False)
         m["hardware"]["nvml_error"] = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
-    edit_manifest(run_dir, edit)
+    edit_manifest(run_dir, edit, sign=True)
     run = load_run(run_dir, tables=())
-    assert measured_on(run.manifest).startswith("GPU (telemetry unavailable: ")
+    nvml = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
+    assert measured_on(run.manifest) == (f"unverified device (claims GPU (telemetry unavailable: {nvml}): "
+                                         f"NVML failed ({nvml})), vLLM 0.32.0")
+    assert evidence("gpu", run) == EVIDENCE[3]

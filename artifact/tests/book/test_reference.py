@@ -194,6 +194,9 @@ def test_the_readme_headline_is_what_the_committed_run_gives() -> None:
     cores, machine = re.search(r"`data/runs/cpu-default`, a (\d+)-core ([^,]+),", readme).groups()
     assert int(cores) == hardware["cpu_logical_cores"]
     assert set(machine.split()) <= set(hardware["cpu_model"].replace("(R)", "").split()), hardware["cpu_model"]
+    # and so is the commit that made it
+    git = json.loads((REPO_ROOT / "data" / "runs" / "cpu-default" / "manifest.json").read_text())["git"]
+    assert f"made at commit `{git['commit'][:10]}`" in readme
 
 
 def test_the_readme_which_setting_table_is_what_the_committed_capacity_runs_give() -> None:

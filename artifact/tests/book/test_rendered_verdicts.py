@@ -47,7 +47,8 @@ def test_the_checkers_thresholds_and_words_are_the_projects() -> None:
     assert vc.LARGE_PCT == 10.0 and LARGE_PCT == 10.0
     assert vc.NO_BENEFIT_BELOW == 10.0 and NO_BENEFIT_BELOW == 10.0
     assert vc.VERDICTS == ("reproduced", "not reproduced", "not testable here") == VERDICTS
-    assert vc.EVIDENCE_KINDS == ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)")
+    assert vc.EVIDENCE_KINDS == ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)",
+                                 "unverified device")
     assert vc.EVIDENCE_KINDS == EVIDENCE
     assert (vc.WORKS, vc.FAILS) == ("a100-qwen3-0.6b", ("a100-qwen3-8b", "a100-qwen3-32b", "a100-qwen3-8b-tp2"))
     assert (WORKS, FAILS) == (vc.WORKS, vc.FAILS)

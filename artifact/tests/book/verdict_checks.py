@@ -31,7 +31,7 @@ LARGE_PCT = 10.0
 NO_BENEFIT_BELOW = 10.0
 """The paper's pattern: a setting shows *no benefit* when its CI's upper bound is below this."""
 VERDICTS = ("reproduced", "not reproduced", "not testable here")
-EVIDENCE_KINDS = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)")
+EVIDENCE_KINDS = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)", "unverified device")
 NEEDS_TRIALS = "not testable here (needs two or more trials)"
 OUTSIDE_REGIME = "not testable here (run outside its design regime)"
 SITUATIONS = {"the paper's failure does not occur here": "CI below 10.0% (no benefit)"}
@@ -323,6 +323,8 @@ def evidence_of(source: str) -> str | None:
     for a run not rendered, the slot's kind (``gpu``: GPU, ``paired``: the CPU engine, else simulated)."""
     if source.startswith("simulated: "):
         return EVIDENCE_KINDS[2]
+    if source.startswith("measured: unverified device "):
+        return EVIDENCE_KINDS[3]
     if source.startswith("measured: "):
         return EVIDENCE_KINDS[0] if "+cpu" in source else EVIDENCE_KINDS[1]
     if m := re.fullmatch(r"no (\S+) run rendered", source):
