@@ -16,7 +16,7 @@ def rows(stock: list[float], dlfp: list[float]) -> pd.DataFrame:
                          for arm, values in (("stock", stock), ("dlfp", dlfp)) for k, v in enumerate(values)])
 
 
-CPU, GPU, SIM = EVIDENCE
+CPU, GPU, SIM, _ = EVIDENCE
 CLAIMS = pd.DataFrame({
     "evidence": [GPU, CPU, CPU, SIM, CPU, SIM],
     "verdict": ["not testable here", "reproduced", "reproduced", "not reproduced",

@@ -8,7 +8,7 @@ import pandas as pd
 from dlfp.studies.claims import COLUMNS, EVIDENCE, load_claims
 from dlfp.studies.claims_summary import PAPER_COLUMN, cell, labels_of, legend, readable, short_value, summary
 
-CPU, GPU, SIM, UNVERIFIED_DEVICE = EVIDENCE
+CPU, GPU, SIM, _ = EVIDENCE
 
 
 def _rows(*rows: tuple[str, str, str, str]) -> pd.DataFrame:
