@@ -74,9 +74,7 @@ def device(manifest: Mapping[str, Any]) -> str:
             claimed = f"{_count_names(names)}{tp_note}"
         why = manifest.get(UNVERIFIED)
         return f"unverified device (claims {claimed}: {why})" if isinstance(why, str) and why else claimed
-    cores = hardware.get("cpu_logical_cores")
-    cores = cores if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else None
-    where = f"{cores}-core {cpu_name(hardware.get('cpu_model'))}" if cores else cpu_name(hardware.get("cpu_model"))
+    where = cpu_host(hardware)
     bind = _mapping(manifest.get("engine_env")).get("VLLM_CPU_OMP_THREADS_BIND")
     bound = f" (engine on CPUs {bind})" if isinstance(bind, str) and bind else ""  # one core or two: a speed
     return f"{where}{bound}{tp_note}"
@@ -139,6 +137,14 @@ def engine_gpus(hardware: Mapping[str, Any], tensor_parallel_size: int) -> list[
             name = dev.get("name")
             used[k] = {**gpu, "name": name if isinstance(name, str) else f"MIG device of {gpu.get('name')}"}
     return used
+
+
+def cpu_host(hardware: Mapping[str, Any]) -> str:
+    """A machine's CPU as a run recorded it (``describe_hardware``): "2-core Intel Xeon Processor", or the
+    model alone where the core count is missing or junk."""
+    cores = hardware.get("cpu_logical_cores")
+    name = cpu_name(hardware.get("cpu_model"))
+    return f"{cores}-core {name}" if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else name
 
 
 def cpu_name(model: Any) -> str:

@@ -150,7 +150,8 @@ def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig, iden
     if claim is None:
         return None
     hardware = manifest.get("hardware") or {}
-    listed = {f"gpu{g['index']}" for g in hardware.get("gpus") or [] if isinstance(g, dict) and "index" in g}
+    gpus = hardware.get("gpus") if isinstance(hardware.get("gpus"), list) else []
+    listed = {f"gpu{g['index']}" for g in gpus if isinstance(g, dict) and "index" in g}
     seen: set[str] = set()
     for unit in complete_units(manifest):
         file = path / f"trial-{unit['trial']}" / unit["arm"] / "telemetry.parquet"
@@ -170,13 +171,13 @@ def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig, iden
         seen.update(s for s in sources if s.startswith("gpu"))
     if not identity:
         return "its manifest has no identity checksum (a run made before they were recorded, or an edited one)"
-    if not seen & listed:
-        error = hardware.get("nvml_error")
-        why = f"NVML failed ({error})" if isinstance(error, str) and error else (
-            f"its telemetry sampled {sorted(seen)}, none of the GPUs its manifest lists" if seen
-            else "no unit's telemetry sampled a GPU")
-        return why
-    return None
+    if seen & listed:
+        return None
+    error = hardware.get("nvml_error")
+    if isinstance(error, str) and error:
+        return f"NVML failed ({error})"
+    return f"its telemetry sampled {sorted(seen)}, none of the GPUs its manifest lists" if seen else \
+        "no unit's telemetry sampled a GPU"
 
 
 def read_trace(path: Path, table: str, digest: str | None) -> pd.DataFrame:

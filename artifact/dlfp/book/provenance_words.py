@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dlfp.analysis.labels import cpu_name
+from dlfp.analysis.labels import cpu_host
 
 UNCHANGED = "none"
 """An audit's ``code changed since`` where the run's commit has the code rendering the book."""
@@ -23,9 +23,7 @@ def host(manifest: Mapping[str, Any]) -> str:
     A simulated run's host is what ran its scheduler, not the accelerator it models."""
     hardware = manifest.get("hardware")
     hardware = hardware if isinstance(hardware, Mapping) else {}
-    cores = hardware.get("cpu_logical_cores")
-    cpu = cpu_name(hardware.get("cpu_model"))
-    where = f"{cores}-core {cpu}" if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else cpu
+    where = cpu_host(hardware)
     gpus = hardware.get("gpus")
     names = sorted({str(g.get("name")) for g in gpus if isinstance(g, Mapping)}) if isinstance(gpus, list) else []
     return f"{where} with {', '.join(names)}" if names else where

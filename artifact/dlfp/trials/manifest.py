@@ -24,7 +24,7 @@ from dlfp import __version__
 from dlfp.paths import sha256
 from dlfp.trials.config import TrialConfig, parse_config
 from dlfp.trials.provenance import resume_record, start_record
-from dlfp.trials.runfolder import KIND, MANIFEST, RunFolderError, read_manifest
+from dlfp.trials.runfolder import KIND, MANIFEST, RunFolderError, identity_verified, read_manifest
 
 
 def now() -> str:
@@ -64,6 +64,7 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
     manifest_path = out / MANIFEST
     if manifest_path.exists():
         manifest = read_manifest(out)
+        identity_verified(out, manifest)  # a resume re-signs the manifest: an edited identity stops here
         if normalized_config(manifest["config"]) != normalized_config(config.raw):
             raise RunFolderError(
                 f"{out} holds a run of a different config; refusing to overwrite it "

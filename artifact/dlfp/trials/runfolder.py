@@ -83,16 +83,16 @@ and 1.4 without the ids (``token_ids: false``; random ids hardly compress). Read
 either way (older runs stored it)."""
 
 
-OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
-                   "hardware": dict, "git": dict, "sim_profile": dict, "sim_engine": dict, "engine_env": dict,
-                   "identity_sha256": str}
-"""Manifest fields readers use when present (null: absent), and their type."""
-
 IDENTITY_FIELDS = ("versions", "hardware", "git", "config")
 """What a manifest says a run *is*: which software, which machine, which commit, which config. The tables'
 checksums cannot vouch for these, so they get their own (:func:`identity_digest`): an edit of one (a CPU
 run's ``versions.vllm`` turned into a CUDA build's) no longer passes unseen."""
 IDENTITY = "identity_sha256"
+
+OPTIONAL_FIELDS = {"design": dict, "workloads": dict, "missing": list, "argv": list, "versions": dict,
+                   "hardware": dict, "git": dict, "sim_profile": dict, "sim_engine": dict, "engine_env": dict,
+                   IDENTITY: str}
+"""Manifest fields readers use when present (null: absent), and their type."""
 
 
 def identity_digest(manifest: Mapping[str, Any]) -> str:

@@ -131,3 +131,20 @@ def test_a_measured_run_resumes_only_on_the_kind_of_machine_that_started_it(tmp_
     monkeypatch.setattr(telemetry, "describe_hardware", lambda: other)
     fake()
     assert runner.run_trials(sim, tmp_path / "sim", progress=False)["status"] == "complete"
+
+
+def test_a_resume_refuses_a_manifest_whose_identity_was_edited(tmp_path, fake) -> None:
+    """A resume re-signs the manifest it writes, so it checks the signature first: an edit made while the run
+    was stopped would otherwise be vouched for by the run's own checksum."""
+    out = tmp_path / "run"
+    fake(fail_at=2, fail=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_trials(parse_config(CONFIG), out, progress=False)
+    edited = manifest(out)
+    assert runfolder.identity_verified(out, edited)
+    edited["versions"]["vllm"] = "0.32.0"
+    paths.write_json_atomic(out / runfolder.MANIFEST, edited)
+    arms = fake()
+    with pytest.raises(runfolder.RunFolderError, match="does not match its checksum"):
+        runner.run_trials(parse_config(CONFIG), out, progress=False)
+    assert arms.calls == [] and manifest(out)["versions"]["vllm"] == "0.32.0"  # refused, nothing re-signed
