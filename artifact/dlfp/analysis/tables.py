@@ -11,8 +11,9 @@ from dlfp.analysis.labels import build, device, source_line, stock_budget
 from dlfp.analysis.runs import RunData, stall_threshold_s, trial_rows
 from dlfp.analysis.stats import effect_words, paired, reductions
 from dlfp.trials.arms import REFERENCE
+from dlfp.trials.costcheck import drift
 from dlfp.trials.design import Rules
-from dlfp.trials.runfolder import complete_units
+from dlfp.trials.runfolder import PREFLIGHT_STEPS, complete_units, read_table
 
 HEADLINE = ("itl_p99_ms", "ttft_p99_ms")
 
@@ -45,6 +46,14 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
         flags.append(f"stock's gaps above the ITL objective ({stall_threshold_s(run.config) * 1e3:g} ms) were "
                      f"below the {rules.realized_min_stall_share:.1%} a P99 reliably sees in {len(thin)} of "
                      f"{len(stock)} trials ({shares}): there stock's P99 ITL already meets the objective")
+    drifted = cost_checks(run)
+    drifted = drifted[drifted.off.str.len() > 0] if len(drifted) else drifted
+    if len(drifted):
+        flags.append(f"the machine's speed changed between the pre-flight and the trials in {len(drifted)} of "
+                     f"{len(stock)} trials (" + "; ".join(f"trial {int(t)}: {', '.join(off)}" for t, off in
+                                                     zip(drifted.trial, drifted.off, strict=True))
+                     + f", beyond the {rules.max_cost_drift:g}x allowed): the load, target and ITL objective were "
+                     "derived for another speed; rerun on a quiet machine")
     flags += async_mismatches(run)
     if "design" not in run.manifest:
         flags.append("no design record (run made before pre-flight designs)")
@@ -53,6 +62,31 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
     return {"predicted_stall_share": (design.get("predicted") or {}).get("stall_share", math.nan),
             "realized_stall_share": realized, "flags": flags,
             "verdict": "in regime" if not flags else "OUTSIDE REGIME: " + "; ".join(flags)}
+
+
+def cost_checks(run: RunData) -> pd.DataFrame:
+    """Per trial, its stock unit's steps against the pre-flight's (:mod:`dlfp.trials.costcheck`): the
+    decode and mixed step ratios, how many steps each is a median of, and ``off``, the ratios outside the
+    design's ``max_cost_drift`` in words. Empty where the run has no pre-flight record or its step
+    tables were not loaded."""
+    design = run.manifest.get("design") or {}
+    digest = (design.get("files") or {}).get(PREFLIGHT_STEPS)
+    if digest is None or "measured" not in design:
+        return pd.DataFrame(columns=["trial", *CHECK_COLUMNS])
+    rules = Rules(**design["rules"]) if "rules" in design else Rules()
+    preflight = read_table(run.path / PREFLIGHT_STEPS, "steps", digest)
+    rows = []
+    for k in run.trials:
+        steps = run.tables[(k, REFERENCE)].get("steps")
+        if steps is None:
+            continue
+        d = drift(preflight, steps, int(design["measured"]["decoders"]))
+        rows.append({"trial": k, "decode_ratio": d.decode_ratio, "decode_steps": d.decode_steps,
+                     "mixed_ratio": d.mixed_ratio, "mixed_steps": d.mixed_steps, "off": d.off_by(rules.max_cost_drift)})
+    return pd.DataFrame(rows, columns=["trial", *CHECK_COLUMNS])
+
+
+CHECK_COLUMNS = ("decode_ratio", "decode_steps", "mixed_ratio", "mixed_steps", "off")
 
 
 def async_mismatches(run: RunData) -> list[str]:

@@ -126,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     slurm = Slurm(partition=args.partition, account=args.account, cpus_per_task=args.cpus_per_task, mem=args.mem,
                   time=args.time, python=args.python, conda_env=args.conda_env, setup=tuple(args.setup),
                   sbatch_args=tuple(args.sbatch_args), allow_dirty=args.allow_dirty)
+    if args.trials is None:
+        from dlfp.studies.plans import TRIALS
+
+        args.trials = TRIALS
     folders = entries(args.study, args.trials, args.requests, args.only)
     if not folders:
         raise ValueError(f"the {args.study} plan has no modeled run folder{' among --only' if args.only else ''}")

@@ -32,7 +32,7 @@ import yaml
 
 from dlfp.analysis.labels import build, engine_gpus, source_line
 from dlfp.analysis.runs import UNVERIFIED, RunData, load_run, trial_rows
-from dlfp.analysis.stats import paired
+from dlfp.analysis.stats import paired, t_ci
 from dlfp.analysis.tables import regime
 from dlfp.paths import CONFIGS
 from dlfp.trials.arms import REFERENCE
@@ -49,7 +49,7 @@ VERDICTS = ("reproduced", "not reproduced", "not testable here")
 SETTING: dict[str, type | tuple[type, ...]] = {"model": str, "dtype": str, "tensor_parallel_size": int, "gpu": str,
                                               "gpu_memory_gib_at_least": (int, float)}
 """The keys of ``claims.yaml``'s ``setting``: the paper's model, dtype, TP size, GPU name and memory."""
-VALUES = ("itl_reduction", "output_agreement", "failures", "slo_change_abs", "ttft_worst_over_slo")
+VALUES = ("itl_reduction", "output_agreement", "failures", "slo_change_abs", "ttft_of_slo")
 REGIME_BOUND = ("itl_reduction",)
 """Values that only mean something inside the design's regime (stalls the pooled P99 can see)."""
 
@@ -138,11 +138,18 @@ def _value(run: RunData, rows: pd.DataFrame, name: str, arm: str) -> tuple[dict[
         v = float(change.abs().max())
         return {"value": v}, (f"compliance stock {stock.slo_compliance.mean():.1%}, DLFP "
                               f"{dlfp.slo_compliance.mean():.1%} (largest per-trial change {v:.1%})")
+    # ttft_of_slo: the arm's P99 TTFT as a share of the TTFT SLO, its mean over trials with a t interval, so
+    # "inside the SLO" is judged on where the mean lies, not on the one worst trial (nor missed for want of one)
     slo_ms = run.config.ttft_slo_s * 1e3
-    v = float(dlfp.ttft_p99_ms.max() / slo_ms)
+    share = (100 * dlfp.ttft_p99_ms / slo_ms).to_numpy(dtype=float)
     t = paired(rows, "ttft_p99_ms", arm)
-    return {"value": v}, (f"P99 TTFT {-t['mean_pct']:+.1f}% (mean change); worst DLFP P99 TTFT "
-                          f"{dlfp.ttft_p99_ms.max():.0f} ms of a {slo_ms:.0f} ms SLO")
+    said = (f"P99 TTFT {-t['mean_pct']:+.1f}% (mean change); DLFP's P99 TTFT {share.mean():.0f}% of the "
+            f"{slo_ms:.0f} ms SLO")
+    if len(share) < 2:
+        return {"value": float(share.mean())}, said + " (one trial)"
+    mean, lo, hi = t_ci(list(share))
+    return ({"value": mean, "lo": lo, "hi": hi},
+            said + f" (95% CI {lo:.0f}% to {hi:.0f}%, {len(share)} trials; worst trial {share.max():.0f}%)")
 
 
 def _judgeable(numbers: Mapping[str, float], expect: Mapping[str, Any]) -> bool:
@@ -168,17 +175,23 @@ def _meets(numbers: Mapping[str, float], expect: Mapping[str, Any]) -> bool:
     return all(checks)
 
 
-def expectation_text(expect: Mapping[str, Any]) -> str:
-    """The declared range in words."""
-    words = {"ci_lo_above": "CI above {}%", "ci_hi_below": "CI below {}% (no benefit)",
+REDUCTIONS = ("itl_reduction",)
+"""Values that are a reduction (%), for which an interval below a bound means *no benefit*."""
+
+
+def expectation_text(expect: Mapping[str, Any], value: str = REDUCTIONS[0]) -> str:
+    """The declared range in words (for ``value``: a reduction's upper bound says whether a benefit is left)."""
+    no_benefit = " (no benefit)" if value in REDUCTIONS else ""
+    words = {"ci_lo_above": "CI above {}%", "ci_hi_below": "CI below {}%" + no_benefit,
              "ci_overlaps": "CI overlaps {}", "at_least": ">= {}", "at_most": "<= {}"}
     return "; ".join(words[k].format(v) for k, v in expect.items())
 
 
-def falsifier(expect: Mapping[str, Any]) -> str:
+def falsifier(expect: Mapping[str, Any], value: str = REDUCTIONS[0]) -> str:
     """What result would have made the row *not reproduced*: the negation of its expectation."""
+    benefit = " (a benefit not ruled out)" if value in REDUCTIONS else ""
     words = {"ci_lo_above": "the CI's lower bound is {}% or less",
-             "ci_hi_below": "the CI's upper bound reaches {}% (a benefit not ruled out)",
+             "ci_hi_below": "the CI's upper bound reaches {}%" + benefit,
              "ci_overlaps": "the CI lies wholly outside {}", "at_least": "the value is below {}",
              "at_most": "the value is above {}"}
     return " or ".join(words[k].format(v) for k, v in expect.items())
@@ -308,7 +321,8 @@ def evaluate(runs: Mapping[str, RunData | None], claims: list[dict[str, Any]] | 
         for row in claim["rows"]:
             run = runs.get(row["run"])
             entry = {"claim": claim["claim"], "paper": claim["paper"], "evidence": evidence(row["run"], run),
-                     "expected (declared)": expectation_text(row["expect"]), "false if": falsifier(row["expect"]),
+                     "expected (declared)": expectation_text(row["expect"], row["value"]),
+                     "false if": falsifier(row["expect"], row["value"]),
                      "note": row.get("note", "")}
             if run is None:
                 out.append({**entry, "ours": "", "source": f"no {row['run']} run rendered",
@@ -348,16 +362,23 @@ def counts_sentence(counts: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
+def paired_verdicts(claims: list[dict[str, Any]], runs: Mapping[str, RunData], regime_bound: bool) -> pd.DataFrame:
+    """The ``paired`` rows' verdicts (without their reasons) on each of ``runs`` (column label -> run),
+    as the results chapter judges the paired run; one row per claim row, named by the claim's id."""
+    mine = [{**c, "rows": [r for r in c["rows"] if r["run"] == "paired"]} for c in claims]
+    mine = [c for c in mine if c["rows"]]
+    cells = {label: list(verdict_kinds(evaluate({"paired": run}, mine, regime_bound=regime_bound)))
+             for label, run in runs.items()}
+    index = [c["id"] if len(c["rows"]) == 1 else f"{c['id']}: {r['value']}" for c in mine for r in c["rows"]]
+    return pd.DataFrame(cells, index=pd.Index(index, name="claim row (CPU engine, measured)"))
+
+
 def sensitivity(claims: list[dict[str, Any]], sweep: Mapping[str, RunData]) -> pd.DataFrame:
     """The ``paired`` rows' verdicts on each run of a stall-share sweep (``sweep``: column label ->
     run), judged outside the design's regime too, each such cell flagged: does a measured verdict
     hold at the design's other stall shares, or only at the one the committed run was made at?"""
-    mine = [{**c, "rows": [r for r in c["rows"] if r["run"] == "paired"]} for c in claims]
-    mine = [c for c in mine if c["rows"]]
-    cells: dict[str, list[str]] = {}
+    table = paired_verdicts(claims, sweep, regime_bound=False)
     for label, run in sweep.items():
-        table = evaluate({"paired": run}, mine, regime_bound=False)
-        flagged = bool(regime(run)["flags"])
-        cells[label] = [v + (" (outside regime)" if flagged else "") for v in verdict_kinds(table)]
-    index = [c["id"] if len(c["rows"]) == 1 else f"{c['id']}: {r['value']}" for c in mine for r in c["rows"]]
-    return pd.DataFrame(cells, index=pd.Index(index, name="claim row (CPU engine, measured)"))
+        if regime(run)["flags"]:
+            table[label] = table[label] + " (outside regime)"
+    return table

@@ -280,7 +280,30 @@ def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
     return plan
 
 
-STUDIES = {"baselines": baselines, "sensitivity": sensitivity, "explanations": explanations, "capacity": capacity}
+STABILITY_TIMES = 5
+"""Repetitions of the default paired design in the stability study, and the fewest it takes: with fewer a
+claim that flips once in three regenerations looks like one that holds."""
+
+
+def stability(trials: int | None = None, requests: int | None = None,
+              times: int = STABILITY_TIMES) -> list[tuple[Path, TrialConfig]]:
+    """The default paired design (``configs/cpu-default.yaml``: what ``make artifact`` runs) ``times`` times,
+    each repetition its own run folder with its own pre-flight, design and fresh engines: the same seeds,
+    so what differs between repetitions is the machine, as in a regeneration. ``trials``/``requests``
+    override the design's own (for a quick look only: the book's table is of the design as it is)."""
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise ValueError(f"times = {times!r}: allowed a positive number of repetitions")
+    over: dict[str, Any] = {"name": "study-stability"}
+    if trials is not None:
+        over["trials"] = trials
+    if requests is not None:
+        over["workload"] = {"n_requests": requests}
+    raw = merge(_load(CPU_BASE), over)
+    return [(Path(f"rep-{i}"), parse_config(raw)) for i in range(1, times + 1)]
+
+
+STUDIES = {"baselines": baselines, "sensitivity": sensitivity, "explanations": explanations, "capacity": capacity,
+           "stability": stability}
 
 
 def study_arguments(ap: argparse.ArgumentParser) -> None:
@@ -288,10 +311,26 @@ def study_arguments(ap: argparse.ArgumentParser) -> None:
     takes too."""
     ap.add_argument("study", choices=sorted(STUDIES))
     ap.add_argument("--out", type=Path, required=True, help="root folder; one run folder per entry below it")
-    ap.add_argument("--trials", type=int, default=TRIALS)
+    ap.add_argument("--trials", type=int, default=None,
+                    help=f"trials per run (default {TRIALS}; stability: the default design's own)")
     ap.add_argument("--requests", type=int, default=None,
-                    help=f"requests per unit (default {REQUESTS}; capacity {CAPACITY_REQUESTS})")
+                    help=f"requests per unit (default {REQUESTS}; capacity {CAPACITY_REQUESTS}; stability: the "
+                         "default design's own)")
+    ap.add_argument("--times", type=int, default=STABILITY_TIMES,
+                    help=f"stability only: repetitions of the default paired design (at least {STABILITY_TIMES})")
     ap.add_argument("--only", nargs="+", help="run only these entries (folder names)")
+
+
+def study_plan(args: argparse.Namespace) -> list[tuple[Path, TrialConfig]]:
+    """The run folders and configs :func:`study_arguments` ask for (before ``--only``)."""
+    if args.study == "stability":
+        if args.times < STABILITY_TIMES:
+            raise ValueError(f"--times {args.times}: a stability table needs at least {STABILITY_TIMES} repetitions")
+        return stability(args.trials, args.requests, args.times)
+    if args.times != STABILITY_TIMES:
+        raise ValueError(f"--times belongs to the stability study, not to {args.study}")
+    requests = args.requests or (CAPACITY_REQUESTS if args.study == "capacity" else REQUESTS)
+    return STUDIES[args.study](TRIALS if args.trials is None else args.trials, requests)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,8 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.out.is_dir():
             ap.error(f"--out {args.out}: no such folder")
         return _write_capacity_tables(args.out)
-    requests = args.requests or (CAPACITY_REQUESTS if args.study == "capacity" else REQUESTS)
-    plan = [(d, parse_config(with_clock(c.raw, args.clock))) for d, c in STUDIES[args.study](args.trials, requests)]
+    plan = [(d, parse_config(with_clock(c.raw, args.clock))) for d, c in study_plan(args)]
     if args.only:
         unknown = sorted(set(args.only) - {str(d) for d, _ in plan})
         if unknown:

@@ -94,6 +94,9 @@ RULE_DOCS: dict[str, str] = {
     "min_stall_over_target": "The predicted stall must exceed DLFP's target by this factor, or DLFP has nothing to do.",
     "ttft_stalls": "TTFT SLO in stock stalls (queueing allowance for long prompts).",
     "realized_min_stall_share": "After the run: stock's measured stall share below this flags the run out of regime.",
+    "max_cost_drift": "After the run: a trial whose stock steps took more than this factor longer (or shorter) than "
+                      "the pre-flight's flags the run out of regime (the machine was not the one the design was "
+                      "derived on).",
 }
 """What each rule means; the method chapter's table of rules is generated from it."""
 
@@ -112,6 +115,7 @@ class Rules:
     min_stall_over_target: float = 1.5
     ttft_stalls: float = 10.0
     realized_min_stall_share: float = 0.01
+    max_cost_drift: float = 1.75
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -126,6 +130,9 @@ class Rules:
         if not self.min_stall_share <= self.stall_share <= self.max_stall_share:
             raise ValueError(f"config field 'design.stall_share' = {self.stall_share!r} is invalid: allowed "
                              f"[min_stall_share, max_stall_share] = [{self.min_stall_share}, {self.max_stall_share}]")
+        if self.max_cost_drift <= 1:
+            raise ValueError(f"config field 'design.max_cost_drift' = {self.max_cost_drift!r} is invalid: "
+                             "allowed a factor > 1")
         if self.target_overheads <= 1:
             raise ValueError(f"config field 'design.target_overheads' = {self.target_overheads!r} is invalid: "
                              "allowed > 1 (a mixed step's fixed part alone takes 1)")

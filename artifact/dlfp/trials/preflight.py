@@ -30,6 +30,8 @@ from dlfp.harness.arm import run_coroutine, with_engine
 from dlfp.harness.driver import EngineTarget
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.workload import MIN_TOKEN_ID, Request
+from dlfp.trials.costcheck import cadence as step_cadence
+from dlfp.trials.costcheck import plain_decode
 from dlfp.trials.prediction import Measured, Workload, probe_sizes
 
 REPEATS = 3
@@ -97,10 +99,8 @@ def fit(steps: pd.DataFrame, sizes: tuple[int, ...], decoders: int, source: str)
     with all decoders running; each probe size's mixed step is the median cadence of steps
     carrying that many prefill tokens; ``a + b n`` is fitted to their excess over the decode step.
     """
-    s = steps.sort_values("step").reset_index(drop=True)
-    cadence = s.complete_t.astype(float).diff()
-    decode_only = (s.prefill_tokens == 0) & (s.decode_reqs >= decoders)
-    plain = decode_only & decode_only.shift(1, fill_value=False) & cadence.gt(0)
+    s, cadence = step_cadence(steps)
+    plain = plain_decode(s, cadence, decoders)
     if plain.sum() < 5:
         raise RuntimeError(f"pre-flight: only {int(plain.sum())} decode-only steps were recorded; cannot measure "
                            "the decode step (is the engine running the DLFP scheduler with a step log?)")

@@ -130,6 +130,7 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
         manifest["missing"] = missing_units(manifest)
         write_manifest(out, manifest)
         report.unit_done(i, manifest["units"][i])
+        _warn_drift(config, out, manifest, i, result.steps, report)
 
     first = units[0]
     shared = ", one engine" if len(units) > 1 else ""
@@ -167,9 +168,30 @@ def _run_virtual(config: TrialConfig, out: Path, manifest: dict[str, Any], repor
         manifest["missing"] = missing_units(manifest)
         write_manifest(out, manifest)
         report.unit_done(i, manifest["units"][i])
+        _warn_drift(config, out, manifest, i, result.steps, report)
 
     with output_to(engine_log(out), f"===== {now()} {len(tasks)} virtual units on {workers} worker(s)"):
         run_units(tasks, workers, done)
+
+
+def _warn_drift(config: TrialConfig, out: Path, manifest: dict[str, Any], index: int, steps: pd.DataFrame,
+                report: RunProgress) -> None:
+    """Say at once when a stock unit's steps ran at another speed than the pre-flight's
+    (:mod:`dlfp.trials.costcheck`): the run goes on, and its regime check flags the trial, but the
+    user of a busy machine learns it now rather than from the book."""
+    from dlfp.trials.arms import REFERENCE
+    from dlfp.trials.costcheck import drift
+
+    design = manifest.get("design") or {}
+    if manifest["units"][index]["arm"] != REFERENCE or "measured" not in design or \
+            not (out / PREFLIGHT_STEPS).is_file():
+        return
+    off = drift(pd.read_parquet(out / PREFLIGHT_STEPS), steps,
+                int(design["measured"]["decoders"])).off_by(config.design.rules.max_cost_drift)
+    if off:
+        report.line(f"{report.unit_label(index)}: {'; '.join(off)}: the machine ran at another speed than during "
+                    "the pre-flight, so this trial will be flagged outside its design's regime (rerun on a quiet "
+                    "machine)")
 
 
 def _fresh_partial(out: Path, unit: dict[str, Any]) -> None:

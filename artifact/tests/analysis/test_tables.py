@@ -31,6 +31,7 @@ from dlfp.analysis.tables import (
     BY_CONSTRUCTION,
     arms_table,
     async_mismatches,
+    cost_checks,
     design_table,
     generalization_table,
     interval_divergence,
@@ -39,7 +40,7 @@ from dlfp.analysis.tables import (
     trials_table,
 )
 from dlfp.paths import REPO_ROOT
-from dlfp.trials.runfolder import MANIFEST
+from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS
 
 RUNS = REPO_ROOT / "data" / "runs"
 CPU = RUNS / "cpu-default"
@@ -169,7 +170,7 @@ def _clear(rows: pd.DataFrame, share: float = 0.03) -> pd.DataFrame:
 
 
 def test_regime_is_clear_when_every_bound_holds_in_every_trial(run: RunData, rows: pd.DataFrame) -> None:
-    clean = with_manifest(run, lambda m: m["design"].update(problems=[]))
+    clean = steady(with_manifest(run, lambda m: m["design"].update(problems=[])))
     r = regime(clean, _clear(rows))
     assert r == {"predicted_stall_share": run.manifest["design"]["predicted"]["stall_share"],
                  "realized_stall_share": pytest.approx(0.03), "flags": [], "verdict": "in regime"}
@@ -178,7 +179,7 @@ def test_regime_is_clear_when_every_bound_holds_in_every_trial(run: RunData, row
 def test_regime_flags_each_trial_whose_stock_stalls_miss_the_objective(run: RunData, rows: pd.DataFrame) -> None:
     """Pooled, stock's stalls above T* clear the floor; one trial's gaps above the ITL objective do not:
     that trial is named, with its share, whatever the pool says."""
-    clean = with_manifest(run, lambda m: m["design"].update(problems=[]))
+    clean = steady(with_manifest(run, lambda m: m["design"].update(problems=[])))
     base = _clear(rows)
     trials = sorted(base[base.arm == "stock"].trial)
     thin = base.assign(stall_share=np.where((base.arm == "stock") & (base.trial == trials[-1]), 0.0,
@@ -199,7 +200,7 @@ def with_manifest(run: RunData, edit) -> RunData:
 
 
 def test_regime_flags_each_reason_in_its_words(run: RunData, rows: pd.DataFrame) -> None:
-    run = with_manifest(run, lambda m: m["design"].update(problems=[]))
+    run = steady(with_manifest(run, lambda m: m["design"].update(problems=[])))
     rows = _clear(rows)
     stock = rows.arm == "stock"
     rare = rows.assign(long_gap_share=np.where(stock, 0.005, rows.long_gap_share))
@@ -217,9 +218,44 @@ def test_regime_flags_each_reason_in_its_words(run: RunData, rows: pd.DataFrame)
     assert regime(partial, rows)["flags"] == ["partial run (status interrupted)"]
 
 
+def steady(run: RunData, slowed: dict[int, float] | None = None) -> RunData:
+    """``run`` with every trial's stock steps replaced by its own pre-flight's step records, run
+    ``slowed[trial]`` times slower where given: a machine whose speed held (or changed by that factor),
+    whatever the committed run's machine did."""
+    preflight = pd.read_parquet(run.path / PREFLIGHT_STEPS)
+    tables = dict(run.tables)
+    for k in run.trials:
+        f = (slowed or {}).get(k, 1.0)
+        tables[(k, "stock")] = {**tables[(k, "stock")], "steps": preflight.assign(complete_t=preflight.complete_t * f)}
+    return dataclasses.replace(run, tables=tables)
+
+
+def test_regime_flags_each_trial_run_at_another_speed_than_the_preflight(run: RunData, rows: pd.DataFrame) -> None:
+    """The busy laptop: a pre-flight slowed by other work designs trials for a slower machine. Each
+    trial whose stock steps ran beyond ``max_cost_drift`` of the pre-flight's is named with its ratios;
+    within it, nothing is said."""
+    clean = with_manifest(run, lambda m: m["design"].update(problems=[]))
+    rows = _clear(rows)
+    first, *rest = run.trials
+    assert regime(steady(clean, {first: 1.7, rest[0]: 1 / 1.7}), rows)["flags"] == []
+    flags = regime(steady(clean, {first: 0.4}), rows)["flags"]
+    assert len(flags) == 1, flags
+    assert flags[0].startswith(f"the machine's speed changed between the pre-flight and the trials in 1 of "
+                               f"{len(run.trials)} trials (trial {first}: its decode steps took 0.40x the "
+                               "pre-flight's (median of ")
+    assert "its mixed steps took 0.40x" in flags[0] and "beyond the 1.75x allowed" in flags[0]
+    checks = cost_checks(steady(clean, {first: 2.5}))
+    assert checks.set_index("trial").decode_ratio.to_dict() == pytest.approx({first: 2.5, **{k: 1.0 for k in rest}})
+    assert [bool(off) for off in checks.off] == [True] + [False] * len(rest)
+    loose = with_manifest(clean, lambda m: m["design"]["rules"].update(max_cost_drift=3.0))
+    assert regime(steady(loose, {first: 0.4}), rows)["flags"] == []  # the design's own tolerance
+    no_preflight = with_manifest(clean, lambda m: m["design"].pop("files"))
+    assert cost_checks(no_preflight).empty  # a run without the pre-flight's records is not judged on it
+
+
 def test_regime_flags_a_unit_that_ran_another_async_mode(run: RunData, rows: pd.DataFrame) -> None:
     """A GPU run that silently ran synchronously must not read like an async one (issue 19)."""
-    run = with_manifest(run, lambda m: m["design"].update(problems=[]))
+    run = steady(with_manifest(run, lambda m: m["design"].update(problems=[])))
     rows = _clear(rows)
 
     def ran(async_mode: bool, version: str | None = None):

@@ -248,7 +248,7 @@ def parse_expectations(text: str) -> list[Expectation] | None:
         if m := re.fullmatch(rf"CI above ({NUM})%", part):
             a = float(m[1])
             out.append(Expectation(part, ("lo",), lambda q, a=a: q["lo"] > a, (m[1],)))
-        elif m := re.fullmatch(rf"CI below ({NUM})% \(no benefit\)", part):
+        elif m := re.fullmatch(rf"CI below ({NUM})%(?: \(no benefit\))?", part):
             a = float(m[1])
             out.append(Expectation(part, ("hi",), lambda q, a=a: q["hi"] < a, (m[1],)))
         elif m := re.fullmatch(rf"CI overlaps \[({NUM}), ({NUM})\]", part):
@@ -310,11 +310,17 @@ def parse_ours(text: str) -> Ours | None:
         problems = [] if abs(dlfp.value - stock.value) <= change.value + slack else [
             f"{text!r}: the means differ by more than the largest per-trial change"]
         return Ours("slo", {"value": Shown.parse(m[3], scale=0.01)}, arm, nan, problems)
-    if m := re.fullmatch(rf"P99 TTFT [+-]{NUM}% \(mean change\); worst DLFP P99 TTFT (\d+) ms of a (\d+) ms SLO",
-                         text):
-        worst, slo = float(m[1]), float(m[2])
-        ratio = Shown(worst / slo, (worst - 0.5) / (slo + 0.5), (worst + 0.5) / max(slo - 0.5, 1e-9))
-        return Ours("ttft", {"value": ratio}, arm, nan, [])
+    if m := re.fullmatch(rf"P99 TTFT [+-]{NUM}% \(mean change\); DLFP's P99 TTFT (?P<v>\d+)% of the \d+ ms SLO "
+                         rf"(?:\(95% CI (?P<lo>{NUM})% to (?P<hi>{NUM})%, (?P<n>\d+) trials; worst trial (?P<w>\d+)%\)"
+                         rf"|(?P<one>\(one trial\)))", text):
+        q = {"value": Shown.parse(m["v"])}
+        problems = []
+        if m["lo"] is not None:
+            q["lo"], q["hi"] = Shown.parse(m["lo"]), Shown.parse(m["hi"])
+            problems += [] if nan else _symmetric(f"{text!r}", q["value"], q["lo"], q["hi"])
+            if float(m["w"]) + 0.5 < q["value"].low:
+                problems.append(f"{text!r}: the worst trial lies below the mean")
+        return Ours("ttft", q, arm, nan, problems)
     return None
 
 

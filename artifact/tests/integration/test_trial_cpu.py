@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from dlfp.analysis.runs import load_run, trial_rows
-from dlfp.analysis.tables import regime
+from dlfp.analysis.tables import cost_checks, regime
 from dlfp.control.steplog import read_step_log
 from dlfp.harness.engine import cpu_environment
 from dlfp.harness.workload import Request, WorkloadSpec, generate
@@ -92,6 +92,52 @@ def test_small_paired_trial(tmp_path) -> None:
     assert len(mixed) and (mixed.prefill_tokens <= mixed.cap).all()
     tele = pd.read_parquet(out / "trial-0" / "dlfp" / "telemetry.parquet")
     assert {"util_pct", "mem_used_gib"} <= set(tele.metric)
+
+
+def test_a_preflight_on_a_busy_machine_flags_the_trial(tmp_path) -> None:
+    """A reviewer's laptop busy during the pre-flight only: real CPU hogs (twice as many busy processes as
+    cores) run from the pre-flight's first line to its last, then stop, so the design is derived from a
+    slower machine than the one the trial runs on. The run must not pass that off as in regime: the
+    progress lines say it when the stock unit ends, and the regime check names the trial with its ratios.
+    One stock arm is enough (the check reads stock's steps), which keeps this to a few minutes."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "configs" / "cpu-smoke.yaml").read_text())
+    config = tmp_path / "busy.yaml"
+    config.write_text(yaml.safe_dump({**raw, "name": "cpu-smoke-busy-preflight", "arms": [{"name": "stock"}]}))
+    out = tmp_path / "run"
+    dlfp = Path(sys.executable).with_name("dlfp")
+    proc = subprocess.Popen([str(dlfp), "trial", str(config), "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    hogs: list[subprocess.Popen] = []
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if "pre-flight: measuring" in line:
+                hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                        for _ in range(2 * (os.cpu_count() or 1))]
+            elif "pre-flight done" in line:
+                for hog in hogs:
+                    hog.kill()
+                    hog.wait()
+        assert proc.wait(timeout=1200) == 0, "\n".join(lines[-30:])
+    finally:
+        for hog in hogs:
+            hog.kill()
+        proc.kill()
+    assert hogs and all(h.returncode is not None for h in hogs), "the hogs never ran: no pre-flight line"
+    run = load_run(out)
+    checks = cost_checks(run)
+    print(checks.to_string(), "\n".join(lines), sep="\n")
+    assert checks.decode_ratio.iloc[0] < 1 / run.manifest["design"]["rules"]["max_cost_drift"], \
+        "the trial's decode steps were not faster than the busy pre-flight's"
+    verdict = regime(run)["verdict"]
+    assert verdict.startswith("OUTSIDE REGIME") and "the machine's speed changed between the pre-flight and the " \
+        "trials in 1 of 1 trials (trial 0: its decode steps took" in verdict, verdict
+    warned = [line for line in lines if "the machine ran at another speed than during the pre-flight" in line]
+    assert len(warned) == 1 and "trial 1/1 stock" in warned[0], lines
 
 
 def _free_port() -> int:

@@ -135,7 +135,9 @@ def by_hand(run: RunData, rows: pd.DataFrame, value: str, arm: str) -> dict[str,
         return {"value": float(rows.n_failed.sum())}
     if value == "slo_change_abs":
         return {"value": (mine.slo_compliance - stock.slo_compliance).abs().max()}
-    return {"value": mine.ttft_p99_ms.max() / (1000 * run.config.ttft_slo_s)}
+    share = (100 * mine.ttft_p99_ms / (1000 * run.config.ttft_slo_s)).to_numpy()
+    half = sps.t.ppf(0.975, len(share) - 1) * share.std(ddof=1) / math.sqrt(len(share))
+    return {"value": share.mean(), "lo": share.mean() - half, "hi": share.mean() + half}
 
 
 def meets(n: dict[str, float], expect: dict[str, Any]) -> bool:
@@ -168,7 +170,7 @@ def test_every_declared_row_gets_a_documented_verdict(table: pd.DataFrame) -> No
     assert set(verdict_kinds(table)) <= set(KINDS)
     assert all(v in KINDS or (v.startswith("not testable here (") and v.endswith(")")) for v in table.verdict)
     assert table["claim"].tolist() == [c["claim"] for c in DECLARED for _ in c["rows"]]
-    assert table["expected (declared)"].tolist() == [expectation_text(r["expect"]) for r in ROWS]
+    assert table["expected (declared)"].tolist() == [expectation_text(r["expect"], r["value"]) for r in ROWS]
     assert table["note"].tolist() == [r.get("note", "") for r in ROWS]
 
 
@@ -217,9 +219,11 @@ def test_the_paired_runs_rows(table: pd.DataFrame, paired_run: RunData, rows_of:
     identical = int(dlfp.n_ok.sum() - dlfp.output_mismatches.sum())
     assert values["output_agreement"] == f"{identical} of {int(dlfp.n_expected.sum())} requests identical"
     assert values["failures"] == f"{int(rows.n_failed.sum())} failed requests"
-    worst = dlfp.ttft_p99_ms.max()
-    assert values["ttft_worst_over_slo"].endswith(
-        f"worst DLFP P99 TTFT {worst:.0f} ms of a {paired_run.config.ttft_slo_s * 1e3:.0f} ms SLO")
+    share = by_hand(paired_run, rows, "ttft_of_slo", "dlfp")
+    worst = 100 * dlfp.ttft_p99_ms.max() / (paired_run.config.ttft_slo_s * 1e3)
+    assert values["ttft_of_slo"].endswith(  # the interval judges, the worst trial is shown beside it
+        f"DLFP's P99 TTFT {share['value']:.0f}% of the {paired_run.config.ttft_slo_s * 1e3:.0f} ms SLO (95% CI "
+        f"{share['lo']:.0f}% to {share['hi']:.0f}%, {trials} trials; worst trial {worst:.0f}%)")
 
 
 def test_the_cause_is_judged_only_where_the_failure_occurs(table: pd.DataFrame, runs: dict[str, RunData | None],
@@ -252,10 +256,14 @@ def test_a_given_situation_that_holds_lets_the_row_be_judged(tmp_path: Path, pai
 
 
 def test_every_row_says_what_would_have_made_it_false(table: pd.DataFrame) -> None:
-    assert table["false if"].tolist() == [falsifier(r["expect"]) for r in ROWS]
+    assert table["false if"].tolist() == [falsifier(r["expect"], r["value"]) for r in ROWS]
     assert falsifier({"ci_lo_above": 0.0}) == "the CI's lower bound is 0.0% or less"
     assert falsifier({"ci_overlaps": [21.0, 34.3]}) == "the CI lies wholly outside [21.0, 34.3]"
     assert falsifier({"at_least": 1.0, "at_most": 2}) == "the value is below 1.0 or the value is above 2"
+    # "no benefit" is said of a reduction's upper bound only, not of a share of an SLO
+    assert falsifier({"ci_hi_below": 10.0}) == "the CI's upper bound reaches 10.0% (a benefit not ruled out)"
+    assert falsifier({"ci_hi_below": 100.0}, "ttft_of_slo") == "the CI's upper bound reaches 100.0%"
+    assert expectation_text({"ci_hi_below": 100.0}, "ttft_of_slo") == "CI below 100.0%"
 
 
 def test_verdicts_are_counted_per_kind_of_evidence(table: pd.DataFrame, runs: dict[str, RunData | None]) -> None:
@@ -336,7 +344,7 @@ def write_claims(tmp_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, A
 def test_a_claim_the_run_cannot_meet_is_not_reproduced(tmp_path: Path, paired_run: RunData,
                                                        rows_of: dict[str, pd.DataFrame]) -> None:
     n = {k: float(v) for k, v in by_hand(paired_run, rows_of["paired"], "itl_reduction", "dlfp").items()}
-    worst = by_hand(paired_run, rows_of["paired"], "ttft_worst_over_slo", "dlfp")["value"]
+    ttft = by_hand(paired_run, rows_of["paired"], "ttft_of_slo", "dlfp")
     cases = [
         ({"ci_lo_above": 99.0}, "not reproduced"),
         ({"ci_lo_above": math.floor(n["lo"]) - 1.0}, "reproduced"),
@@ -349,10 +357,12 @@ def test_a_claim_the_run_cannot_meet_is_not_reproduced(tmp_path: Path, paired_ru
     ]
     rows = [{"run": "paired", "value": "itl_reduction", "expect": e} for e, _ in cases]
     rows += [{"run": "paired", "value": "failures", "expect": {"at_least": 1}},
-             {"run": "paired", "value": "ttft_worst_over_slo", "expect": {"at_most": round(float(worst) / 2, 3)}},
+             {"run": "paired", "value": "ttft_of_slo", "expect": {"ci_hi_below": round(float(ttft["hi"]) - 0.5, 3)}},
+             {"run": "paired", "value": "ttft_of_slo", "expect": {"ci_hi_below": round(float(ttft["hi"]) + 0.5, 3)}},
              {"run": "paired", "value": "slo_change_abs", "expect": {"at_most": 0.0}},
              {"run": "absent", "value": "failures", "expect": {"at_most": 0}}]
-    wants = [w for _, w in cases] + ["not reproduced", "not reproduced", "reproduced", "not testable here"]
+    wants = [w for _, w in cases] + ["not reproduced", "not reproduced", "reproduced", "reproduced",
+                                     "not testable here"]
     out = evaluate({"paired": paired_run}, write_claims(tmp_path, rows))
     assert out.verdict.tolist() == wants
     assert out.source.iloc[-1] == "no absent run rendered"
@@ -407,7 +417,7 @@ def test_evaluate_computes_each_runs_rows_once(monkeypatch: pytest.MonkeyPatch, 
 
     monkeypatch.setattr(claims_mod, "trial_rows", counting)
     claims = write_claims(tmp_path, [{"run": "paired", "value": v, "expect": {"at_most": 1.0}}
-                                     for v in ("failures", "slo_change_abs", "ttft_worst_over_slo")])
+                                     for v in ("failures", "slo_change_abs", "ttft_of_slo")])
     assert len(evaluate({"paired": paired_run}, claims)) == 3
     assert calls == [paired_run.path]
 

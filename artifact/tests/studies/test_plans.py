@@ -48,6 +48,27 @@ def test_a_run_names_a_few_arms(capsys: pytest.CaptureFixture[str], monkeypatch:
     assert f"{len(plans.BASELINE_ARMS)} arms stock, " in started and f"{len(plans.BASELINE_ARMS) - 6} more" in started
 
 
+def test_the_stability_plan_repeats_the_default_design_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each repetition is the default paired design itself (its trials, requests, seeds and design), in its own
+    folder with its own pre-flight; fewer than STABILITY_TIMES repetitions is refused by the command."""
+    from dlfp.trials.config import load_config
+
+    default = load_config(plans.CPU_BASE)
+    plan = plans.stability()
+    assert [str(d) for d, _ in plan] == [f"rep-{i}" for i in range(1, plans.STABILITY_TIMES + 1)]
+    for _, cfg in plan:
+        assert cfg.seeds == default.seeds and cfg.workload == default.workload and cfg.arms == default.arms
+        assert cfg.design == default.design and cfg.engine == default.engine
+    assert plans.main(["stability", "--out", "/nonexistent", "--times", "7", "--list"]) == 0
+    assert capsys.readouterr().err.count("/nonexistent/rep-") == 7
+    with pytest.raises(ValueError, match="at least 5 repetitions"):
+        plans.main(["stability", "--out", "/nonexistent", "--times", "3", "--list"])
+    with pytest.raises(ValueError, match="--times belongs to the stability study"):
+        plans.main(["baselines", "--out", "/nonexistent", "--times", "7", "--list"])
+    quick = plans.stability(trials=2, requests=20, times=1)
+    assert len(quick[0][1].seeds) == 2 and quick[0][1].workload["n_requests"] == 20
+
+
 def test_unknown_target_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown study target"):
         plans.target_config("tpu-qwen3-8b", {})

@@ -45,7 +45,8 @@ class FakeArms:
                              for r in requests])
         toks = pd.DataFrame([{"request_id": r.request_id, "index": i, "t_s": stamp(r.arrival_s + 0.1 + i / 100),
                               "token_id": 7} for r in requests for i in range(r.output_len)])
-        steps = pd.DataFrame({"step": [0], "schedule_t": [0.0], "complete_t": [0.01]})
+        steps = pd.DataFrame({"step": [0], "schedule_t": [0.0], "complete_t": [0.01], "prefill_tokens": [0],
+                              "decode_reqs": [1]})
         tele = pd.DataFrame({"t_s": [0.0], "source": ["cpu"], "metric": ["util_pct"], "value": [50.0]})
         return ArmResult(TrialTrace(reqs, toks, 0.0, [0.0] * len(requests)), steps, tele, dict(RAN))
 
