@@ -80,13 +80,13 @@ def findings(which: pd.DataFrame) -> pd.DataFrame:
     sentence it replaced held ten numbers."""
     rows = []
     for level, g in which.groupby("level", sort=False):
-        met = g[g.best_rps > 0]
+        met = g[g.ranked]
         counts = met.best.value_counts()
         tied = met.tied.map(lambda s: len(s.split(", ")) if s else 0)
         rows.append({
             "SLO level": level,
             "highest capacity (targets)": ", ".join(f"{arm} ({n} of {len(g)})" for arm, n in counts.items())
-            or f"no arm meets the SLOs (0 of {len(g)})",
+            or f"none ranked (0 of {len(g)})",
             "arms the trials cannot tell from it": _range(tied, "{:.0f}"),
             "DLFP's defaults reach": _range(100 * met.defaults_share, "{:.0f}%"),
             f"best single budget ({g.budget.iloc[0]}) reaches": _range(100 * met.budget_share, "{:.0f}%"),

@@ -4,15 +4,15 @@ The goal set for ``dlfp-slo``: a capacity within 10% of the best fixed token bud
 (an oracle tuned per target), and above the best single fixed budget across all targets
 (:func:`~dlfp.studies.setting.best_single_budget`) on at least one target. Each is a verdict that can
 come out either way: per target and SLO level the ratio of ``dlfp-slo``'s capacity to the budget's,
-trial by trial, and its 95% t interval across trials decide it:
+trial by trial on the log scale, and its interval across trials decide it
+(:func:`dlfp.studies.capacity_ratio.compare`: a censored trial at its most favourable bound, the
+confidence corrected for the number of pairs judged, since "within 10% everywhere" is one statement
+about all of them):
 
 * *within 10%* where the interval's low end is at least :data:`WITHIN`, *short* where its high end is
   below it, *undecided* where the interval straddles it (three trials give wide intervals);
-* *above the single budget* where the interval of the ratio to it lies above 1, *below* where it
-  lies under 1, *undecided* otherwise.
-
-A censored trial counts at its bound (at least the top rate, or 0 below the lowest), as in
-:func:`~dlfp.studies.setting.indistinguishable`; a trial whose budget capacity is 0 has no ratio.
+* *above the single budget* where the interval lies above 1, *below* where it lies under 1,
+  *undecided* otherwise.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from dlfp.analysis.capacity_tables import column
-from dlfp.analysis.stats import t_ci
-from dlfp.studies.setting import FIXED_BUDGET, best_single_budget
+from dlfp.studies.capacity_ratio import RatioInterval, compare, family_confidence
+from dlfp.studies.setting import FIXED_BUDGET, best_single_budget, informative, judged_pairs, ranks
 
 ARM = "dlfp-slo"
 """The controller judged."""
@@ -35,62 +35,52 @@ NO_BUDGET = "none meets the SLOs"
 *within* where it does, and nothing is judged where it does not either (a share of zero is no test)."""
 
 
-def ratio(trials: pd.DataFrame, arm: str, other: str) -> tuple[float, float, float, int]:
-    """(mean, lo, hi, n) of ``arm``'s capacity over ``other``'s, paired by trial, for one target and
-    level (:func:`~dlfp.studies.capacity.trial_capacities`); NaNs where fewer than two trials pair."""
-    cap = trials.pivot_table(index="trial", columns="arm", values="capacity_rps")
-    if arm not in cap or other not in cap:
-        return math.nan, math.nan, math.nan, 0
-    pair = cap[[arm, other]].dropna()
-    r = (pair[arm] / pair[other])[pair[other] > 0].to_numpy(dtype=float)
-    if len(r) < 2:
-        return (float(r.mean()) if len(r) else math.nan), math.nan, math.nan, len(r)
-    mean, lo, hi = t_ci(r)
-    return mean, lo, hi, len(r)
+def ratio(trials: pd.DataFrame, arm: str, other: str, confidence: float = 0.95) -> RatioInterval:
+    """``arm``'s capacity over ``other``'s for one target and level
+    (:func:`~dlfp.studies.capacity.trial_capacities`), paired by trial: :func:`~dlfp.studies.capacity_ratio.compare`."""
+    return compare(trials, arm, other, confidence)
 
 
-def verdict(lo: float, hi: float, threshold: float, above: str, below: str) -> str:
-    """``above`` where the interval lies at or over ``threshold``, ``below`` where it lies under it,
+def verdict(r: RatioInterval, threshold: float, above: str, below: str) -> str:
+    """``above`` where ``r``'s interval lies at or over ``threshold``, ``below`` where it lies under it,
     else undecided (also without an interval)."""
-    if math.isnan(lo) or math.isnan(hi):
+    if r.n < 2 or math.isnan(r.lo) or math.isnan(r.hi):
         return "undecided (no interval)"
-    if lo >= threshold:
+    if r.lo >= threshold:
         return above
-    return below if hi < threshold else "undecided"
+    return below if r.hi < threshold else "undecided"
 
 
 def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     """Per target (named with where its numbers come from) and SLO level where :data:`ARM` ran: the
     target's best fixed budget (highest mean capacity), the ratio to it with its interval and verdict,
-    and the same against the best single budget across all targets."""
+    and the same against the best single budget across all targets; ``confidence``, each interval's."""
     single = best_single_budget(table)
+    confidence = family_confidence(judged_pairs(trials))
+    none = RatioInterval(math.nan, math.nan, math.nan, 0, 0, confidence)
     rows = []
     for (target, level), g in table.groupby(["target", "level"], sort=False):
         fixed = g[g.arm.str.startswith(FIXED_BUDGET)]
         if ARM not in set(g.arm) or fixed.empty:
             continue
-        own = trials[(trials.target == target) & (trials.level == level)]
-        sm, slo, shi, _ = ratio(own, ARM, single) if single else (math.nan,) * 3 + (0,)
+        own = informative(trials[(trials.target == target) & (trials.level == level)])
+        if not ranks(own):  # fewer than two trials where any arm met the SLOs: nothing to judge, not counted
+            continue
+        vs_single = ratio(own, ARM, single, confidence) if single else none
         if fixed.capacity_rps.max() > 0:
             best = str(fixed.sort_values("capacity_rps", ascending=False, kind="stable").arm.iloc[0])
-            m, lo, hi, n = ratio(own, ARM, best)
-            within = verdict(lo, hi, WITHIN, "within", "short")
+            vs_best = ratio(own, ARM, best, confidence)
+            within, n = verdict(vs_best, WITHIN, "within", "short"), vs_best.n
         else:  # naming one of several zeros "best" would be arbitrary, and a share of zero means nothing
-            best, (m, lo, hi), n = NO_BUDGET, (math.nan,) * 3, own.trial.nunique()
+            best, vs_best, n = NO_BUDGET, none, own.trial.nunique()
             within = "within" if g.loc[g.arm == ARM, "capacity_rps"].iloc[0] > 0 else "undecided (nothing to judge)"
         rows.append({
             "target": column(str(target), table), "level": level, "best budget": best,
-            "vs best budget": _cell(m, lo, hi), "within 10%": within,
-            "single budget": single, "vs single budget": _cell(sm, slo, shi),
-            "above single": verdict(slo, shi, 1.0, "above", "below"), "trials": n,
+            "vs best budget": vs_best.words(), "within 10%": within,
+            "single budget": single, "vs single budget": vs_single.words(),
+            "above single": verdict(vs_single, 1.0, "above", "below"), "trials": n, "confidence": confidence,
         })
     return pd.DataFrame(rows)
-
-
-def _cell(mean: float, lo: float, hi: float) -> str:
-    if math.isnan(mean):
-        return ""
-    return f"{mean:.2f}" if math.isnan(lo) else f"{mean:.2f} ({lo:.2f}-{hi:.2f})"
 
 
 def sentence(goal: pd.DataFrame) -> str:
@@ -105,7 +95,8 @@ def sentence(goal: pd.DataFrame) -> str:
              if len(above) else "no target and level")
     first, second = halves(goal)
     return (f"Against each target's best fixed budget, {ARM} is within 10% on {within} and short of it on {short} "
-            f"of {n} target and SLO-level pairs (the rest undecided at the trials' 95% interval); above the best "
+            f"of {n} target and SLO-level pairs (the rest undecided at the trials' {goal['confidence'].iloc[0]:.1%} "
+            f"interval, corrected for the pairs judged); above the best "
             f"single budget ({goal['single budget'].iloc[0]}) on {where}. On these runs the goal's first half "
             f"(within 10% everywhere) is {first}, its second (above the single budget somewhere) {second}.")
 

@@ -52,11 +52,12 @@ def test_the_design_table_states_what_each_capacity_is_measured_against() -> Non
 
 def test_the_findings_say_which_arm_won_where_how_many_tie_and_how_far_the_defaults_are() -> None:
     which = pd.DataFrame([
-        {"target": "a", "level": "tight", "best": "mbt-512", "best_rps": 4.0, "tied": "dlfp, cap",
+        {"target": "a", "level": "tight", "ranked": True, "best": "mbt-512", "best_rps": 4.0, "tied": "dlfp, cap",
          "defaults_share": 0.5, "budget": "mbt-512", "budget_share": 1.0},
-        {"target": "b", "level": "tight", "best": "mbt-512", "best_rps": 2.0, "tied": "",
+        {"target": "b", "level": "tight", "ranked": True, "best": "mbt-512", "best_rps": 2.0, "tied": "",
          "defaults_share": 0.9, "budget": "mbt-512", "budget_share": 1.0},
-        {"target": "a", "level": "relaxed", "best": "none meets the SLOs", "best_rps": 0.0, "tied": "",
+        {"target": "a", "level": "relaxed", "ranked": False, "best": "none meets the SLOs", "best_rps": 0.0,
+         "tied": "",
          "defaults_share": float("nan"), "budget": "mbt-512", "budget_share": float("nan")},
     ])
     table = findings(which)
@@ -64,6 +65,6 @@ def test_the_findings_say_which_arm_won_where_how_many_tie_and_how_far_the_defau
         {"SLO level": "tight", "highest capacity (targets)": "mbt-512 (2 of 2)",
          "arms the trials cannot tell from it": "0-2", "DLFP's defaults reach": "50-90%",
          "best single budget (mbt-512) reaches": "100%"},
-        {"SLO level": "relaxed", "highest capacity (targets)": "no arm meets the SLOs (0 of 1)",
+        {"SLO level": "relaxed", "highest capacity (targets)": "none ranked (0 of 1)",
          "arms the trials cannot tell from it": "", "DLFP's defaults reach": "",
          "best single budget (mbt-512) reaches": ""}]

@@ -9,11 +9,12 @@ import pandas as pd
 import pytest
 
 from dlfp.studies.capacity_goal import goal_table, halves, ratio, sentence, verdict
+from dlfp.studies.capacity_ratio import RatioInterval
+from tests.studies.capacity_trials import trial
 
 
 def _trials(caps: dict[str, list[float]], target: str = "t", level: str = "tight") -> list[dict]:
-    return [{"target": target, "level": level, "arm": arm, "trial": k, "capacity_rps": c, "censored": "none"}
-            for arm, values in caps.items() for k, c in enumerate(values)]
+    return [trial(target, level, arm, k, c) for arm, values in caps.items() for k, c in enumerate(values)]
 
 
 def _table(trials: pd.DataFrame) -> pd.DataFrame:
@@ -21,22 +22,24 @@ def _table(trials: pd.DataFrame) -> pd.DataFrame:
             .assign(censored="none", source="simulated (cost profile a100)"))
 
 
-def test_the_ratio_pairs_trials_and_skips_a_zero_budget() -> None:
+def test_the_ratio_pairs_trials_and_bounds_a_failed_budget() -> None:
     t = pd.DataFrame(_trials({"dlfp-slo": [9.0, 10.0, 11.0, 5.0], "mbt-512": [10.0, 10.0, 10.0, 0.0]}))
-    mean, lo, hi, n = ratio(t, "dlfp-slo", "mbt-512")
-    assert n == 3 and mean == pytest.approx(1.0) and lo < 1.0 < hi  # 0.9, 1.0, 1.1
-    assert math.isnan(ratio(t, "dlfp-slo", "absent")[0])
+    three = ratio(t[t.trial < 3], "dlfp-slo", "mbt-512")
+    assert three.n == 3 and three.estimate == pytest.approx((0.9 * 1.1) ** (1 / 3)) and three.lo < 1.0 < three.hi
+    four = ratio(t, "dlfp-slo", "mbt-512")  # the budget failed at the lowest rate: dlfp-slo is at least 5x there
+    assert four.n == 4 and four.censored == 1 and math.isnan(four.estimate) and four.hi == math.inf
+    assert ratio(t, "dlfp-slo", "absent").n == 0
 
 
 @pytest.mark.parametrize(("lo", "hi", "expected"), [(0.92, 1.1, "within"), (0.5, 0.85, "short"),
                                                      (0.8, 1.0, "undecided"), (math.nan, math.nan,
                                                                                "undecided (no interval)")])
 def test_the_verdict_comes_out_either_way(lo: float, hi: float, expected: str) -> None:
-    assert verdict(lo, hi, 0.9, "within", "short") == expected
+    assert verdict(RatioInterval(1.0, lo, hi, 3, 0, 0.95), 0.9, "within", "short") == expected
 
 
 def test_the_goal_table_judges_each_target_against_its_own_best_budget_and_the_single_one() -> None:
-    rows = (_trials({"dlfp-slo": [10.0, 10.2, 9.8], "mbt-256": [10.0, 10.0, 10.0], "mbt-512": [5.0, 5.1, 4.9]}, "a")
+    rows = (_trials({"dlfp-slo": [10.0, 10.1, 9.9], "mbt-256": [10.0, 10.0, 10.0], "mbt-512": [5.0, 5.1, 4.9]}, "a")
             + _trials({"dlfp-slo": [5.0, 5.1, 4.9], "mbt-256": [4.0, 4.0, 4.1], "mbt-512": [10.0, 10.0, 10.0]}, "b")
             + _trials({"mbt-256": [1.0, 1.0, 1.0], "mbt-512": [2.0, 2.0, 2.0]}, "c"))  # no dlfp-slo: no row
     trials = pd.DataFrame(rows)
@@ -62,10 +65,10 @@ def test_where_no_budget_meets_the_slos_none_is_named_best_and_only_a_capacity_i
             + _trials({"dlfp-slo": [3.0, 0.0, 2.0], "mbt-256": [0.0, 0.0, 0.0], "mbt-512": [0.0, 0.0, 0.0]}, "b"))
     trials = pd.DataFrame(rows)
     goal = goal_table(_table(trials), trials).set_index("target")
-    assert set(goal["best budget"]) == {"none meets the SLOs"} and set(goal["vs best budget"]) == {""}
-    assert goal.loc["a (simulated)", "within 10%"] == "undecided (nothing to judge)"
-    assert goal.loc["b (simulated)", "within 10%"] == "within"
-    assert "within 10% on 1 and short of it on 0 of 2" in sentence(goal.reset_index())
+    assert list(goal.index) == ["b (simulated)"]  # a ranks nothing (every arm failed in every trial): left out
+    assert goal.loc["b (simulated)", "best budget"] == "none meets the SLOs"
+    assert goal.loc["b (simulated)", "vs best budget"] == "" and goal.loc["b (simulated)", "within 10%"] == "within"
+    assert "within 10% on 1 and short of it on 0 of 1" in sentence(goal.reset_index())
 
 
 @pytest.mark.parametrize(("within", "above", "expected"), [
