@@ -111,13 +111,15 @@ runs: setup
 	$(MAKE) study
 
 # The studies beyond the paper (book chapter "Beyond the paper"): baselines, explanations,
-# sensitivity and capacity, each a set of run folders under data/runs/study-*; a complete folder is
-# reused, an unfinished one resumes.
+# sensitivity and capacity, and the stability of the measured verdicts (the default paired design
+# repeated), each a set of run folders under data/runs/study-*; a complete folder is reused, an
+# unfinished one resumes.
 study: setup
 	$(VENV)/bin/dlfp study baselines --out data/runs/study-baselines
 	$(VENV)/bin/dlfp study explanations --out data/runs/study-explanations
 	$(VENV)/bin/dlfp study sensitivity --out data/runs/study-sensitivity
 	$(VENV)/bin/dlfp study capacity --out data/runs/study-capacity
+	$(VENV)/bin/dlfp study stability --out data/runs/study-stability
 
 # The studies' modeled targets in virtual time (dlfp.sim.virtual: deterministic, on every core), the capacity
 # study at VIRTUAL_TRIALS trials per point, into VIRTUAL_OUT; the measured targets are `make study`'s.

@@ -74,10 +74,13 @@ WORDS = {"itl": "P99 ITL", "ttft": "P99 TTFT", "slo": "SLO"}
 def labels_of(claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Claim sentence -> a short label, its id in words ("ttft_inside_slo" -> "P99 TTFT inside SLO"):
     the full sentence is one click away, in the results chapter's table."""
-    def words(claim_id: str) -> str:
-        text = " ".join(WORDS.get(w, w) for w in claim_id.split("_"))
-        return text[0].upper() + text[1:]
-    return {c["claim"]: words(str(c["id"])) for c in claims}
+    return {c["claim"]: id_words(str(c["id"])) for c in claims}
+
+
+def id_words(claim_id: str) -> str:
+    """A claim's id in words: ``ttft_inside_slo`` -> ``P99 TTFT inside SLO``."""
+    text = " ".join(WORDS.get(w, w) for w in claim_id.split("_"))
+    return text[0].upper() + text[1:]
 
 
 def legend() -> str:

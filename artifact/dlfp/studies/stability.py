@@ -21,6 +21,7 @@ import pandas as pd
 
 from dlfp.analysis.runs import RunData, load_run
 from dlfp.studies.claims import load_claims, paired_verdicts
+from dlfp.studies.claims_summary import id_words
 
 STABLE, FRAGILE = "stable", "fragile"
 
@@ -53,6 +54,12 @@ def fragile_rows(table: pd.DataFrame) -> list[str]:
     return [] if table.empty else list(table.index[table.stability == FRAGILE])
 
 
+def _words(row: str) -> str:
+    """A row's name in words: ``ttft_inside_slo`` -> ``P99 TTFT inside SLO`` (``id: value`` keeps its value)."""
+    claim_id, _, value = row.partition(": ")
+    return id_words(claim_id) + (f" ({value})" if value else "")
+
+
 def summary(table: pd.DataFrame) -> str:
     """One sentence for the first page: how many repetitions, and which claim rows are fragile (with their
     counts) or that none is."""
@@ -63,6 +70,6 @@ def summary(table: pd.DataFrame) -> str:
     if not fragile:
         return (f"Every measured verdict came out the same in all {reps} repetitions of the default paired design "
                 "(stable).")
-    named = "; ".join(f"{row} (reproduced in {table.at[row, 'reproduced in']})" for row in fragile)
+    named = "; ".join(f"{_words(row)} (reproduced in {table.at[row, 'reproduced in']})" for row in fragile)
     return (f"Fragile across {reps} repetitions of the default paired design, so the verdict shown for each could "
             f"come out the other way on a rerun: {named}.")

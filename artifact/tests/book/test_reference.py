@@ -262,3 +262,15 @@ def test_the_readme_cpu_tight_pair_is_what_the_committed_capacity_run_gives() ->
     [row] = which_setting(table, trial_capacities(points)).query("target == 'cpu-tiny' and level == 'tight'") \
         .itertuples()
     assert not row.ranked and row.best == "none meets the SLOs"  # named, and left out of every count
+
+
+def test_the_readme_names_the_fragile_claims_the_committed_stability_study_gives() -> None:
+    """The README's headline says which measured verdicts flip across repetitions of the default design (or
+    that none does), in the words the book's first page glues: a regenerated stability study with other
+    verdicts fails here until the README says what it gives."""
+    from dlfp.studies.stability import repetitions, stability_table, summary
+
+    reps = repetitions(REPO_ROOT / "data" / "runs" / "study-stability")
+    assert len(reps) >= 5, sorted(reps)  # the study's own minimum: a table of fewer says too little
+    said = summary(stability_table(reps))
+    assert said in " ".join(_text(README).split()), said

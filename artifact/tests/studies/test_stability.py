@@ -29,7 +29,7 @@ def test_agreement_is_counted_and_a_disagreement_is_fragile(monkeypatch: pytest.
     assert stability.fragile_rows(table) == ["ttft_inside_slo"]
     assert stability.summary(table) == (
         "Fragile across 5 repetitions of the default paired design, so the verdict shown for each could come out "
-        "the other way on a rerun: ttft_inside_slo (reproduced in 3 of 5).")
+        "the other way on a rerun: P99 TTFT inside SLO (reproduced in 3 of 5).")
     steady = stability.stability_table({k: None for k in ["rep-1", "rep-3", "rep-4"]}, claims=[])
     assert stability.fragile_rows(steady) == [] and "the same in all 3 repetitions" in stability.summary(steady)
     none = stability.stability_table({}, claims=[])
