@@ -49,11 +49,12 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
     drifted = cost_checks(run)
     drifted = drifted[drifted.off.str.len() > 0] if len(drifted) else drifted
     if len(drifted):
-        flags.append(f"the machine's speed changed between the pre-flight and the trials in {len(drifted)} of "
-                     f"{len(stock)} trials (" + "; ".join(f"trial {int(t)}: {', '.join(off)}" for t, off in
-                                                     zip(drifted.trial, drifted.off, strict=True))
+        flags.append(f"stock's steps did not cost what the pre-flight measured in {len(drifted)} of {len(stock)} "
+                     "trials (" + "; ".join(f"trial {int(t)}: {', '.join(off)}" for t, off in
+                                           zip(drifted.trial, drifted.off, strict=True))
                      + f", beyond the {rules.max_cost_drift:g}x allowed): the load, target and ITL objective were "
-                     "derived for another speed; rerun on a quiet machine")
+                     "derived for other step costs (a machine busy during the pre-flight or the trials, or trial "
+                     "steps unlike the pre-flight's probes); rerun on a quiet machine")
     flags += async_mismatches(run)
     if "design" not in run.manifest:
         flags.append("no design record (run made before pre-flight designs)")

@@ -36,16 +36,27 @@ def repetitions(root: str | Path) -> dict[str, RunData]:
     return {p.name: load_run(p) for p in folders if read_manifest(p)["status"] == "complete"}
 
 
-def stability_table(runs: Mapping[str, RunData], claims: list[dict[str, Any]] | None = None) -> pd.DataFrame:
-    """Per ``paired`` claim row: its verdict in each repetition (columns in ``runs``' order), how many
-    repetitions reproduced it, and whether every repetition gave the same verdict (``stable``) or not
-    (``fragile``). Empty without repetitions."""
+BOOK = "book's run"
+"""The column of the run the results chapter renders, where it is a run of the same design."""
+
+
+def stability_table(runs: Mapping[str, RunData], claims: list[dict[str, Any]] | None = None,
+                    book: RunData | None = None) -> pd.DataFrame:
+    """Per ``paired`` claim row: the verdict of ``book`` (the run the book shows, where given) and of each
+    repetition (columns in ``runs``' order), how many repetitions reproduced it, and whether every verdict,
+    the book's included, is the same (``stable``) or not (``fragile``: the book's verdict is one a rerun
+    need not give). Empty without repetitions."""
     if not runs:
         return pd.DataFrame()
-    table = paired_verdicts(load_claims() if claims is None else claims, runs, regime_bound=True)
+    claims = load_claims() if claims is None else claims
+    table = paired_verdicts(claims, runs, regime_bound=True)
     reps = list(runs)
+    verdicts = table[reps]
+    if book is not None:
+        table.insert(0, BOOK, paired_verdicts(claims, {BOOK: book}, regime_bound=True)[BOOK])
+        verdicts = table[[BOOK, *reps]]
     table["reproduced in"] = [f"{int((row == 'reproduced').sum())} of {len(reps)}" for _, row in table[reps].iterrows()]
-    table["stability"] = [STABLE if row.nunique() == 1 else FRAGILE for _, row in table[reps].iterrows()]
+    table["stability"] = [STABLE if row.nunique() == 1 else FRAGILE for _, row in verdicts.iterrows()]
     return table
 
 
@@ -65,11 +76,16 @@ def summary(table: pd.DataFrame) -> str:
     counts) or that none is."""
     if table.empty:
         return "No stability study is rendered: each measured verdict rests on one run."
-    reps = len([c for c in table.columns if c not in ("reproduced in", "stability")])
+    reps = len([c for c in table.columns if c not in ("reproduced in", "stability", BOOK)])
     fragile = fragile_rows(table)
+    book = BOOK in table.columns
     if not fragile:
-        return (f"Every measured verdict came out the same in all {reps} repetitions of the default paired design "
-                "(stable).")
-    named = "; ".join(f"{_words(row)} (reproduced in {table.at[row, 'reproduced in']})" for row in fragile)
+        return (f"Every measured verdict came out the same in all {reps} repetitions of the default paired design"
+                + (", and as the book's run gives it" if book else "") + " (stable).")
+
+    def said(row: str) -> str:
+        shown = f"; the book's run: {table.at[row, BOOK]}" if book else ""
+        return f"{_words(row)} (reproduced in {table.at[row, 'reproduced in']} repetitions{shown})"
+
     return (f"Fragile across {reps} repetitions of the default paired design, so the verdict shown for each could "
-            f"come out the other way on a rerun: {named}.")
+            f"come out otherwise on a rerun: {'; '.join(said(row) for row in fragile)}.")

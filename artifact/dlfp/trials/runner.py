@@ -176,7 +176,7 @@ def _run_virtual(config: TrialConfig, out: Path, manifest: dict[str, Any], repor
 
 def _warn_drift(config: TrialConfig, out: Path, manifest: dict[str, Any], index: int, steps: pd.DataFrame,
                 report: RunProgress) -> None:
-    """Say at once when a stock unit's steps ran at another speed than the pre-flight's
+    """Say at once when a stock unit's steps did not cost what the pre-flight measured
     (:mod:`dlfp.trials.costcheck`): the run goes on, and its regime check flags the trial, but the
     user of a busy machine learns it now rather than from the book."""
     from dlfp.trials.arms import REFERENCE
@@ -189,9 +189,8 @@ def _warn_drift(config: TrialConfig, out: Path, manifest: dict[str, Any], index:
     off = drift(pd.read_parquet(out / PREFLIGHT_STEPS), steps,
                 int(design["measured"]["decoders"])).off_by(config.design.rules.max_cost_drift)
     if off:
-        report.line(f"{report.unit_label(index)}: {'; '.join(off)}: the machine ran at another speed than during "
-                    "the pre-flight, so this trial will be flagged outside its design's regime (rerun on a quiet "
-                    "machine)")
+        report.line(f"{report.unit_label(index)}: {'; '.join(off)}: its steps did not cost what the pre-flight "
+                    "measured, so this trial will be flagged outside its design's regime (rerun on a quiet machine)")
 
 
 def _fresh_partial(out: Path, unit: dict[str, Any]) -> None:

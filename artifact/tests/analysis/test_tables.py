@@ -240,7 +240,7 @@ def test_regime_flags_each_trial_run_at_another_speed_than_the_preflight(run: Ru
     assert regime(steady(clean, {first: 1.7, rest[0]: 1 / 1.7}), rows)["flags"] == []
     flags = regime(steady(clean, {first: 0.4}), rows)["flags"]
     assert len(flags) == 1, flags
-    assert flags[0].startswith(f"the machine's speed changed between the pre-flight and the trials in 1 of "
+    assert flags[0].startswith(f"stock's steps did not cost what the pre-flight measured in 1 of "
                                f"{len(run.trials)} trials (trial {first}: its decode steps took 0.40x the "
                                "pre-flight's (median of ")
     assert "its mixed steps took 0.40x" in flags[0] and "beyond the 1.75x allowed" in flags[0]

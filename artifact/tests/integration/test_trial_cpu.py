@@ -134,9 +134,9 @@ def test_a_preflight_on_a_busy_machine_flags_the_trial(tmp_path) -> None:
     assert checks.decode_ratio.iloc[0] < 1 / run.manifest["design"]["rules"]["max_cost_drift"], \
         "the trial's decode steps were not faster than the busy pre-flight's"
     verdict = regime(run)["verdict"]
-    assert verdict.startswith("OUTSIDE REGIME") and "the machine's speed changed between the pre-flight and the " \
-        "trials in 1 of 1 trials (trial 0: its decode steps took" in verdict, verdict
-    warned = [line for line in lines if "the machine ran at another speed than during the pre-flight" in line]
+    assert verdict.startswith("OUTSIDE REGIME") and "stock's steps did not cost what the pre-flight measured in " \
+        "1 of 1 trials (trial 0: its decode steps took" in verdict, verdict
+    warned = [line for line in lines if "its steps did not cost what the pre-flight measured" in line]
     assert len(warned) == 1 and "trial 1/1 stock" in warned[0], lines
 
 
