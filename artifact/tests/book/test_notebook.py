@@ -195,3 +195,11 @@ def test_modeled_plan_refuses_a_fitted_profile() -> None:
     fitted = str(RUNS / "sim-fidelity" / "profile.yaml")
     with pytest.raises(ValueError, match="allowed roofline profiles"):
         modeled_plan(SIM, [{"profile": fitted, "model": "qwen3-tiny", "tp": 1}], "out", {})
+
+
+def test_every_notebook_cell_has_its_own_fixed_id() -> None:
+    """A cell without an id is given a random one at each execution, so the rendered book would differ
+    from one render to the next (the byte-stability test catches it minutes later; this at once)."""
+    for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        ids = [c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+        assert all(ids) and len(set(ids)) == len(ids), (path.name, [i for i, c in enumerate(ids) if not c])
