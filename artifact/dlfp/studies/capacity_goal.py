@@ -63,8 +63,9 @@ def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         fixed = g[g.arm.str.startswith(FIXED_BUDGET)]
         if ARM not in set(g.arm) or fixed.empty:
             continue
-        own = informative(trials[(trials.target == target) & (trials.level == level)])
-        if not ranks(own):  # fewer than two trials where any arm met the SLOs: nothing to judge, not counted
+        pair = trials[(trials.target == target) & (trials.level == level)]
+        own = informative(pair)
+        if not ranks(pair):  # fewer than two trials where any arm met the SLOs: nothing to judge, not counted
             continue
         vs_single = ratio(own, ARM, single, confidence) if single else none
         if fixed.capacity_rps.max() > 0:

@@ -49,9 +49,10 @@ def _shares(table: pd.DataFrame) -> pd.DataFrame:
 
 
 NONE_MEETS = "none meets the SLOs"
-"""The *best* of a target and level that ranks nothing: fewer than two of its trials had any arm meet the
-SLOs even at the lightest rate (a trial where every arm failed there says nothing about their order, and
-an interval needs two trials). Such a pair is named (:func:`unranked`) and left out of every count."""
+"""The *best* of a target and level that ranks nothing: fewer than two of its trials (of a run of two or
+more) had any arm meet the SLOs even at the lightest rate (a trial where every arm failed there says
+nothing about their order, and an interval needs two trials). Such a pair is named (:func:`unranked`)
+and left out of every count."""
 
 
 def informative(trials: pd.DataFrame) -> pd.DataFrame:
@@ -62,8 +63,10 @@ def informative(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def ranks(trials: pd.DataFrame) -> bool:
-    """Whether one target and level's trials can rank its arms: two or more informative trials."""
-    return informative(trials)["trial"].nunique() >= 2
+    """Whether one target and level's trials can rank its arms: two or more informative trials
+    (:func:`informative`), or, in a run of one trial (a quick ``dlfp plan``: a point estimate, asked for),
+    that one."""
+    return informative(trials)["trial"].nunique() >= min(2, trials["trial"].nunique())
 
 
 def judged_pairs(trials: pd.DataFrame) -> int:
@@ -91,8 +94,9 @@ def which_setting(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     confidence = family_confidence(judged_pairs(trials))
     rows = []
     for (target, level), g in shares.groupby(["target", "level"], sort=False):
-        own = informative(trials[(trials.target == target) & (trials.level == level)])
-        ranked = ranks(own) and g["capacity_rps"].max() > 0
+        pair = trials[(trials.target == target) & (trials.level == level)]
+        own = informative(pair)
+        ranked = ranks(pair) and g["capacity_rps"].max() > 0
         top = g[g["share"] == 1.0] if ranked else g.iloc[0:0]
         lookup = g.set_index("arm")["share"]
         best = str(top["arm"].iloc[0]) if len(top) else None

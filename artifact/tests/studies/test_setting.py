@@ -104,6 +104,9 @@ def test_trials_where_every_arm_failed_rank_nothing() -> None:
     table = _table([("c", "tight", "dlfp", 2.0 / 3, "mixed"), ("c", "tight", "stock", 0.5, "mixed")])
     w = which_setting(table, trials).set_index("target")
     assert not w.loc["c", "ranked"] and w.loc["c", "best"] == "none meets the SLOs" and w.loc["c", "trials"] == 1
+    # a run of one trial (a quick dlfp plan) ranks on that one: a point estimate, asked for
+    one = which_setting(table, trials[trials.trial == 2]).set_index("target")
+    assert one.loc["c", "ranked"] and one.loc["c", "best"] == "dlfp" and one.loc["c", "tied"] == "stock"
 
 
 def test_standing_counts_the_pairs_where_an_arm_was_not_detectably_beaten() -> None:
