@@ -35,20 +35,14 @@ NO_BUDGET = "none meets the SLOs"
 *within* where it does, and nothing is judged where it does not either (a share of zero is no test)."""
 
 
-def ratio(trials: pd.DataFrame, arm: str, other: str, confidence: float = 0.95) -> RatioInterval:
-    """``arm``'s capacity over ``other``'s for one target and level
-    (:func:`~dlfp.studies.capacity.trial_capacities`), paired by trial: :func:`~dlfp.studies.capacity_ratio.compare`."""
-    return compare(trials, arm, other, confidence)
-
-
 def verdict(r: RatioInterval, threshold: float, above: str, below: str) -> str:
     """``above`` where ``r``'s interval lies at or over ``threshold``, ``below`` where it lies under it,
     else undecided (also without an interval)."""
     if r.n < 2 or math.isnan(r.lo) or math.isnan(r.hi):
         return "undecided (no interval)"
-    if r.lo >= threshold:
+    if r.at_least(threshold):
         return above
-    return below if r.hi < threshold else "undecided"
+    return below if r.below(threshold) else "undecided"
 
 
 def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
@@ -67,10 +61,10 @@ def goal_table(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         own = informative(pair)
         if not ranks(pair):  # fewer than two trials where any arm met the SLOs: nothing to judge, not counted
             continue
-        vs_single = ratio(own, ARM, single, confidence) if single else none
+        vs_single = compare(own, ARM, single, confidence) if single else none
         if fixed.capacity_rps.max() > 0:
             best = str(fixed.sort_values("capacity_rps", ascending=False, kind="stable").arm.iloc[0])
-            vs_best = ratio(own, ARM, best, confidence)
+            vs_best = compare(own, ARM, best, confidence)
             within, n = verdict(vs_best, WITHIN, "within", "short"), vs_best.n
         else:  # naming one of several zeros "best" would be arbitrary, and a share of zero means nothing
             best, vs_best, n = NO_BUDGET, none, own.trial.nunique()

@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from dlfp.studies.capacity_goal import goal_table, halves, ratio, sentence, verdict
-from dlfp.studies.capacity_ratio import RatioInterval
+from dlfp.studies.capacity_goal import goal_table, halves, sentence, verdict
+from dlfp.studies.capacity_ratio import RatioInterval, compare
 from tests.studies.capacity_trials import trial
 
 
@@ -24,11 +24,11 @@ def _table(trials: pd.DataFrame) -> pd.DataFrame:
 
 def test_the_ratio_pairs_trials_and_bounds_a_failed_budget() -> None:
     t = pd.DataFrame(_trials({"dlfp-slo": [9.0, 10.0, 11.0, 5.0], "mbt-512": [10.0, 10.0, 10.0, 0.0]}))
-    three = ratio(t[t.trial < 3], "dlfp-slo", "mbt-512")
+    three = compare(t[t.trial < 3], "dlfp-slo", "mbt-512", 0.95)
     assert three.n == 3 and three.estimate == pytest.approx((0.9 * 1.1) ** (1 / 3)) and three.lo < 1.0 < three.hi
-    four = ratio(t, "dlfp-slo", "mbt-512")  # the budget failed at the lowest rate: dlfp-slo is at least 5x there
+    four = compare(t, "dlfp-slo", "mbt-512", 0.95)  # the budget failed at the lowest rate: 5x or more
     assert four.n == 4 and four.censored == 1 and math.isnan(four.estimate) and four.hi == math.inf
-    assert ratio(t, "dlfp-slo", "absent").n == 0
+    assert compare(t, "dlfp-slo", "absent", 0.95).n == 0
 
 
 @pytest.mark.parametrize(("lo", "hi", "expected"), [(0.92, 1.1, "within"), (0.5, 0.85, "short"),
