@@ -19,12 +19,13 @@ from collections.abc import Iterable
 
 from matplotlib.colors import to_hex, to_rgb
 
+from dlfp.control.registry import REGISTRY
 from dlfp.trials.arms import REFERENCE, ArmSpec
 
-FAMILIES = ("stock", "fixed budget", "cap", "cadence", "DLFP law", "SLO controller")
+FAMILIES = ("stock", "fixed budget", "cap", "cadence", "DLFP law", "SLO controller", "deadline controller")
 """Arm families, in the order figures and tables key them."""
 FAMILY_COLORS = {"stock": "#999999", "fixed budget": "#E69F00", "cap": "#009E73", "cadence": "#CC79A7",
-                 "DLFP law": "#0072B2", "SLO controller": "#D55E00"}
+                 "DLFP law": "#0072B2", "SLO controller": "#D55E00", "deadline controller": "#000000"}
 """Okabe-Ito colours (stock: a neutral grey), one per family of :data:`FAMILIES`."""
 PAPER_COLOR = "#56B4E9"
 """The paper's reported numbers (Okabe-Ito sky blue, no family's colour)."""
@@ -38,9 +39,10 @@ def kind(arm: ArmSpec) -> str:
     """What an arm is: a fixed token budget (stock at some ``max_num_batched_tokens``, vLLM's own
     knob), a fixed cap (a per-request threshold, a cap on mixed steps, or a two-level switch: fixed
     numbers, chosen placement), adaptive (DLFP's feedback moves the chunk), or cadence (prefill
-    admitted only every N-th step while decodes run, ``prefill_every``: the placement in time rather
-    than in size, with stock's chunks or a fixed cap)."""
-    if arm.dlfp is not None and (arm.dlfp.get("prefill_every") or 1) > 1:
+    admitted only every N-th step while decodes run, ``prefill_every``, or vLLM's own prefill interval
+    with its saturation guard, ``prefill_interval``: the placement in time rather than in size, with
+    stock's chunks, a fixed budget or a fixed cap)."""
+    if arm.dlfp is not None and max(arm.dlfp.get("prefill_every") or 1, arm.dlfp.get("prefill_interval") or 1) > 1:
         return "cadence"
     if arm.dlfp is None or arm.dlfp.get("enabled") is False:
         return "fixed budget" if set(arm.engine) <= {"max_num_batched_tokens"} else "fixed cap"
@@ -50,13 +52,13 @@ def kind(arm: ArmSpec) -> str:
 
 def family(base: str, arm: ArmSpec) -> str:
     """An arm's family (:data:`FAMILIES`), from its :func:`kind`: stock (``base``, the arm's name
-    without a capacity unit's load or level, is the reference), and the adaptive arms split into the
-    paper's law (any variant) and the SLO controller (``controller: slo``)."""
+    without a capacity unit's load or level, is the reference), and the adaptive arms by the family
+    their controller's registry entry names (:mod:`dlfp.control.registry`)."""
     if base == REFERENCE:
         return "stock"
     what = kind(arm)
     if what == "adaptive":
-        return "SLO controller" if (arm.dlfp or {}).get("controller") == "slo" else "DLFP law"
+        return REGISTRY[(arm.dlfp or {}).get("controller") or "law"].family
     return {"fixed budget": "fixed budget", "fixed cap": "cap", "cadence": "cadence"}[what]
 
 

@@ -18,14 +18,19 @@ and the next long prompt stalls the decodes in full. ``anti_windup`` (off by def
 keep the paper's law) grows ``C`` only after a step whose prefill filled its cap.
 
 Which interval feeds the law is a pluggable signal (see
-:mod:`dlfp.control.signals`); the controller only sees an :class:`Observation`.
+:mod:`dlfp.control.signals`); the controller only sees an :class:`Observation`, in the step context
+every controller gets (:mod:`dlfp.control.protocol`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from dlfp.control.params import DLFPParams
+if TYPE_CHECKING:
+    from dlfp.control.params import DLFPParams
+    from dlfp.control.protocol import CompletedStep, StepContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +52,18 @@ class Observation:
 class Decision:
     """What the scheduler should do this step.
 
-    ``cap`` is the prefill-token cap for a mixed step, ``None`` for an unrestricted one.
-    ``updated`` says whether a guarded observation moved the chunk before this decision.
+    ``cap`` is the prefill-token cap for a mixed step, ``None`` for an unrestricted one, 0 to defer
+    the step's prefill (decodes only, as a cadence does). ``updated`` says whether an observation
+    moved the controller's state before this decision.
     """
 
     cap: int | None
     updated: bool
+
+    def log_fields(self) -> Mapping[str, Any] | None:
+        """The controller's own fields of this decision for the step log (None: none); a controller's
+        decision subclass names them."""
+        return None
 
 
 _UNRESTRICTED = Decision(cap=None, updated=False)
@@ -68,29 +79,31 @@ def next_chunk(chunk: float, interval_s: float, params: DLFPParams, target_s: fl
 
 
 class DLFPController:
-    """Stateful wrapper around :func:`next_chunk`: holds ``C`` between steps."""
+    """Stateful wrapper around :func:`next_chunk`: holds ``C`` between steps (registered as ``law``)."""
 
     __slots__ = ("chunk", "params")
+    needs: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, params: DLFPParams) -> None:
         self.params = params
         self.chunk = float(params.chunk_init)
 
-    def decide(
-        self, *, decodes_running: bool, prefill_waiting: bool, obs: Observation | None,
-        target_s: float | None = None,
-    ) -> Decision:
+    def decide(self, ctx: StepContext) -> Decision:
         """Plan one step. Only a mixed step is capped; only a guarded cycle adapts ``C``,
-        toward ``target_s`` (default: the parameters' T*).
+        toward ``ctx.target_s`` (default: the parameters' T*).
 
         With control disabled the decision is always unrestricted, so a disabled arm is
         stock vLLM scheduling with the same instrumentation.
         """
-        if not (self.params.enabled and decodes_running and prefill_waiting):
+        if not (self.params.enabled and ctx.decodes_running and ctx.prefill_waiting):
             return _UNRESTRICTED
+        obs = ctx.obs
         updated = obs is not None and obs.guarded
         if updated:
-            proposed = next_chunk(self.chunk, obs.interval_s, self.params, target_s)
+            proposed = next_chunk(self.chunk, obs.interval_s, self.params, ctx.target_s)
             held = self.params.anti_windup and not obs.saturated  # may shrink, never grow
             self.chunk = min(self.chunk, proposed) if held else proposed
         return Decision(cap=int(self.chunk), updated=updated)
+
+    def completed(self, step: CompletedStep) -> None:
+        """The law learns from the signal in each step's context, not from completions."""

@@ -10,19 +10,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from dlfp.control.errors import DLFPConfigError
+from dlfp.control.registry import NAMES, REGISTRY
+
 SIGNALS = ("schedule", "completion")
 """Feedback signals: ``schedule`` is the paper's scheduler-call interval; ``completion``
 is the model-execution completion cadence (the completion-timed controller)."""
-CONTROLLERS = ("law", "slo")
-"""What sizes a mixed step: ``law`` (the paper's proportional feedback on one interval) or ``slo``
-(:mod:`dlfp.control.slo`: an online step-cost fit solved for the ITL SLO, trimmed by tail feedback)."""
+CONTROLLERS = NAMES
+"""What sizes a mixed step: a name of :mod:`dlfp.control.registry` (``law``: the paper's proportional
+feedback on one interval; ``slo``: an online step-cost fit solved for the ITL SLO, trimmed by tail feedback)."""
 TARGETS = ("slo", "decode")
 """Where T* comes from: ``slo`` (the paper's: a fraction of the ITL SLO) or ``decode`` (a multiple
 of the decode-only step the engine is measured to take right now)."""
-
-
-class DLFPConfigError(ValueError):
-    """A DLFP parameter is unknown, of the wrong type or out of range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +39,8 @@ SPECS: tuple[ParamSpec, ...] = (
     ParamSpec("enabled", True, "-", "true or false",
               "Switch control off to get stock scheduling with the same instrumentation."),
     ParamSpec("controller", "law", "-", " or ".join(CONTROLLERS),
-              "What sizes a mixed step: the paper's law, or the SLO controller (online step-cost fit for "
-              "itl_slo_ms, tail feedback; reads itl_slo_ms, chunk_min, chunk_max, none of the law's knobs)."),
+              "What sizes a mixed step: " + "; ".join(f"{e.name}, {e.doc}" for e in REGISTRY.values())
+              + " (slo reads itl_slo_ms, chunk_min, chunk_max, none of the law's knobs)."),
     ParamSpec("itl_slo_ms", 100.0, "ms", "(0, 60000]",
               "Inter-token latency SLO the target interval derives from."),
     ParamSpec("target_fraction", 0.5, "-", "(0, 1]",
@@ -67,6 +66,14 @@ SPECS: tuple[ParamSpec, ...] = (
     ParamSpec("prefill_every", 1, "steps", "[1, 1024]",
               "Prefill cadence: with decodes running, admit prefill only on every N-th step (1: every step). "
               "Independent of enabled: with control off, a cadence baseline with stock's chunks."),
+    ParamSpec("prefill_interval", 1, "steps", "[1, 1024]",
+              "vLLM's prefill schedule interval on one engine (PR 44558's mechanism, PR 54627's single-engine "
+              "clock): with decodes running, prefill waits until N-1 steps without prefill have passed since "
+              "the last step that carried some, unless vLLM's saturation guard finds that step could not drain "
+              "the waiting queue (1: off). Not with prefill_every."),
+    ParamSpec("ttft_slo_ms", 1000.0, "ms", "(0, 3600000]",
+              "Time-to-first-token SLO: a prompt's first token is due this long after the scheduler first sees "
+              "it (read by controllers that plan to prompts' deadlines, deadline)."),
     ParamSpec("step_log", None, "path", "null or a file path",
               "JSON-lines file for per-step records (appended; null: no records)."),
 )
@@ -95,6 +102,8 @@ class DLFPParams:
     target_decode_steps: float = 4.0
     pressure_decodes: int = 1
     prefill_every: int = 1
+    prefill_interval: int = 1
+    ttft_slo_ms: float = 1000.0
     step_log: str | None = None
 
     def __post_init__(self) -> None:
@@ -143,6 +152,11 @@ def _validate(p: DLFPParams) -> None:
     _check_number(p, "target_decode_steps", float, 1, 1000, lo_open=True)
     _check_number(p, "pressure_decodes", int, 1, _MAX_TOKENS, lo_open=False)
     _check_number(p, "prefill_every", int, 1, _MAX_EVERY, lo_open=False)
+    _check_number(p, "prefill_interval", int, 1, _MAX_EVERY, lo_open=False)
+    if p.prefill_every > 1 and p.prefill_interval > 1:
+        raise DLFPConfigError(f"dlfp parameters 'prefill_every' = {p.prefill_every} and 'prefill_interval' = "
+                              f"{p.prefill_interval} are two cadences: set at most one above 1")
+    _check_number(p, "ttft_slo_ms", float, 0, 3_600_000, lo_open=True)
     if p.step_log is not None and not (isinstance(p.step_log, str) and p.step_log):
         raise _fail("step_log", p.step_log, _allowed("step_log"))
 

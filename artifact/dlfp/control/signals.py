@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dlfp.control.law import Observation
 
@@ -61,16 +62,14 @@ class StepRecord:
     """Did the prefill cadence (``prefill_every``) hold this step's prefill back while decodes ran?
     Older logs lack it: no cadence, never deferred."""
     decode_context: int | None = None
-    """Context tokens of the step's decoding requests, in all (``controller: slo`` only: None otherwise)."""
+    """Context tokens of the step's decoding requests, in all (controllers that read the batch only:
+    None otherwise)."""
     prefill_context: int | None = None
-    """Tokens already prefilled of the request the step's chunk went to (``controller: slo`` only)."""
-    budget_s: float | None = None
-    """The step budget the SLO controller sized the chunk to (None: law, unrestricted or cold start)."""
-    predicted_s: float | None = None
-    """The SLO controller's predicted duration of the step with its cap (None where ``budget_s`` is)."""
-    infeasible: bool = False
-    """The SLO controller found the budget below the predicted decode floor: no chunk meets the SLO,
-    and the step got ``chunk_min``."""
+    """Tokens already prefilled of the request the step's chunk went to (as ``decode_context``)."""
+    controller: dict[str, Any] | None = None
+    """The controller's own fields for this step (:meth:`dlfp.control.law.Decision.log_fields`; the SLO
+    controller's ``budget_s``, ``predicted_s``, ``infeasible``), None where it has none. The step table
+    spreads them into columns (:func:`spread_controller_fields`); older logs have them as fields."""
 
     @property
     def mixed(self) -> bool:
@@ -116,6 +115,20 @@ def best_completions(schedule_t: Sequence[float], complete_t: Sequence[float | N
         times.append(prev)
         sources.append(EXEC_DONE if use else COLLECT)
     return times, sources
+
+
+def spread_controller_fields(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Step-log records with each one's ``controller`` map spread into its own keys (a step table's
+    columns), so a reader finds ``budget_s`` where a log written before the map had it."""
+    out = []
+    for row in rows:
+        own = row.get("controller")
+        if "controller" in row:
+            row = {k: v for k, v in row.items() if k != "controller"}
+            if own:
+                row.update(own)
+        out.append(row)
+    return out
 
 
 DECODE_EWMA = 0.2

@@ -44,12 +44,17 @@ Per call, :meth:`SLOController.decide` is O(1) in the number of requests (the ca
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from dlfp.control.law import Decision, DLFPController, Observation
-from dlfp.control.params import DLFPConfigError, DLFPParams
+from dlfp.control.errors import DLFPConfigError
+from dlfp.control.law import Decision
+from dlfp.control.protocol import BATCH, CompletedStep, StepContext
 from dlfp.control.stepcost import StepCostModel
+
+if TYPE_CHECKING:
+    from dlfp.control.params import DLFPParams
 
 INITIAL_MARGIN = 0.9
 """The budget starts at ``INITIAL_MARGIN x setpoint x SLO``: feedback grows it when the tail allows."""
@@ -136,11 +141,6 @@ def slo_params_from(params: DLFPParams) -> SLOParams:
                      enabled=params.enabled)
 
 
-def controller_for(params: DLFPParams) -> DLFPController | SLOController:
-    """The controller a DLFP configuration names (``controller``): the paper's law or this module's."""
-    return SLOController(slo_params_from(params)) if params.controller == "slo" else DLFPController(params)
-
-
 def _number(p: SLOParams, name: str, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False,
             integer: bool = False) -> None:
     value = getattr(p, name)
@@ -173,6 +173,10 @@ class SLODecision(Decision):
     predicted_s: float | None = None
     """Predicted duration of the mixed step with the chosen cap."""
 
+    def log_fields(self) -> Mapping[str, Any]:
+        """The step log's ``budget_s``, ``predicted_s`` and ``infeasible`` (what :mod:`dlfp.studies.slo_fit` reads)."""
+        return {"budget_s": self.budget_s, "predicted_s": self.predicted_s, "infeasible": self.infeasible}
+
 
 _UNRESTRICTED = (SLODecision(cap=None, updated=False), SLODecision(cap=None, updated=True))
 """The decision of a step that is not mixed, by ``updated``: frozen instances, not one per step."""
@@ -198,11 +202,11 @@ def _positive(d: float) -> float | None:
 class SLOController:
     """Feed-forward chunk sizing from the step-cost fit, with tail feedback on the step budget.
 
-    Same call shape as :class:`~dlfp.control.law.DLFPController` (``decide(decodes_running=...,
-    prefill_waiting=..., obs=...)``, attribute ``chunk``), plus the batch's sums as keywords; completed
-    steps come in through :meth:`completed` (or :meth:`step_completed` with completion times).
+    A :class:`~dlfp.control.protocol.Controller` (registered as ``slo``) that reads the batch's sums;
+    completed steps come in through :meth:`completed` (or :meth:`absorb` with a duration).
     """
 
+    needs: ClassVar[frozenset[str]] = frozenset({BATCH})
     __slots__ = ("_cold_caps", "_cold_i", "_d_mean", "_prev_done_t", "_updated", "budget_s", "chunk",
                  "model", "params", "tail_s")
 
@@ -223,21 +227,17 @@ class SLOController:
         self._prev_done_t: float | None = None
         self._updated = False
 
-    def decide(
-        self, *, decodes_running: bool, prefill_waiting: bool, obs: Observation | None = None,
-        target_s: float | None = None, decode_reqs: int = 1, decode_context: int = 0, prefill_context: int = 0,
-    ) -> SLODecision:
+    def decide(self, ctx: StepContext) -> SLODecision:
         """Plan one step: the cap of a mixed step, None for an unrestricted one.
 
-        ``decode_reqs``/``decode_context``: the running decodes and their total context tokens;
-        ``prefill_context``: tokens already prefilled of the request the chunk goes to. ``obs`` and
-        ``target_s`` are accepted for the law's call shape and unused: this controller learns from
+        Reads the running decodes and their total context tokens (``ctx.decode_reqs``,
+        ``ctx.decode_context``) and the tokens already prefilled of the request the chunk goes to
+        (``ctx.prefill_context``); not the signal or T*: this controller learns from
         :meth:`completed`, and its target is the SLO.
         """
-        del obs, target_s
         updated, self._updated = self._updated, False
         p = self.params
-        if not (p.enabled and decodes_running and prefill_waiting):
+        if not (p.enabled and ctx.decodes_running and ctx.prefill_waiting):
             return _UNRESTRICTED[updated]
         model = self.model
         if not model.warm:
@@ -245,6 +245,7 @@ class SLOController:
             cap = self._cold_caps[self._cold_i]
             self.chunk = float(cap)
             return SLODecision(cap=cap, updated=updated, cold=True)
+        decode_reqs, decode_context, prefill_context = ctx.decode_reqs, ctx.decode_context, ctx.prefill_context
         floor = model.floor_s(decode_reqs, decode_context)
         budget = min(p.slo_s, max(self.budget_s, p.floor_margin * floor))
         cap, infeasible = model.chunk_for(budget, decode_reqs, decode_context, prefill_context,
@@ -253,35 +254,35 @@ class SLOController:
         return SLODecision(cap=cap, updated=updated, infeasible=infeasible, budget_s=budget, floor_s=floor,
                            predicted_s=model.predict_s(decode_reqs, decode_context, cap, prefill_context))
 
-    def completed(self, *, decode_reqs: int, decode_context: int, prefill_tokens: int, prefill_context: int,
-                  duration_s: float, cap: int | None) -> bool:
+    def absorb(self, *, decode_reqs: int, decode_context: int, prefill_tokens: int, prefill_context: int,
+               duration_s: float, cap: int | None, feedback: bool = True) -> bool:
         """Absorb one completed step (its actual work, its duration, the cap it ran under): fit the step
-        cost and, with decodes, feed the gap to the budget. False for a refused step (bad duration)."""
+        cost and, with decodes and ``feedback``, feed the gap to the budget (a controller that ran the step
+        over the budget on purpose keeps it out). False for a refused step (bad duration)."""
         model = self.model
         if not model.update(decode_reqs, decode_context, prefill_tokens, prefill_context, duration_s):
             return False
         self._updated = True
-        if decode_reqs > 0:
+        if decode_reqs > 0 and feedback:
             saturated = cap is not None and prefill_tokens >= cap and cap < self.params.chunk_max
             self._feedback(duration_s, decode_reqs, decode_context, saturated)
         return True
 
-    def step_completed(self, *, decode_reqs: int, decode_context: int, prefill_tokens: int,
-                       prefill_context: int, schedule_t: float, done_t: float, cap: int | None) -> bool:
-        """:meth:`completed` with the duration taken from completion times (:func:`step_duration`);
+    def completed(self, step: CompletedStep, feedback: bool = True) -> bool:
+        """:meth:`absorb` with the duration taken from completion times (:func:`step_duration`);
         steps must arrive in completion order (an earlier or repeated ``done_t`` is refused)."""
-        prev = self._prev_done_t
+        done_t, prev = step.done_t, self._prev_done_t
         if not (done_t == done_t and done_t != math.inf) or (prev is not None and done_t <= prev):
             self.model.rejected += 1
             return False
         self._prev_done_t = done_t
-        duration = step_duration(schedule_t, done_t, prev, decode_reqs)
+        duration = step_duration(step.schedule_t, done_t, prev, step.decode_reqs)
         if duration is None:
             self.model.rejected += 1
             return False
-        return self.completed(decode_reqs=decode_reqs, decode_context=decode_context,
-                              prefill_tokens=prefill_tokens, prefill_context=prefill_context,
-                              duration_s=duration, cap=cap)
+        return self.absorb(decode_reqs=step.decode_reqs, decode_context=step.decode_context,
+                           prefill_tokens=step.prefill_tokens, prefill_context=step.prefill_context,
+                           duration_s=duration, cap=step.cap, feedback=feedback)
 
     def _feedback(self, gap_s: float, decode_reqs: int, decode_context: int, saturated: bool) -> None:
         """One decode gap into the tail estimate and, once the fit is warm, the budget integrator."""

@@ -48,8 +48,8 @@ class StepLog:
         self.flush()
 
     def add(self, record: StepRecord) -> None:
-        # A StepRecord holds only scalars: reading its fields directly is asdict's result at a tenth of
-        # its cost (asdict deep-copies recursively), which the scheduler's hot path pays every step.
+        # A StepRecord holds scalars and one flat map: reading its fields directly is asdict's result at a
+        # tenth of its cost (asdict deep-copies recursively), which the scheduler's hot path pays every step.
         self._buffer.append(json.dumps(dict(zip(_FIELDS, _values(record), strict=True))))
         if len(self._buffer) >= FLUSH_EVERY or record.schedule_t - self._flushed_at > FLUSH_AFTER_S:
             self.flush()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from dlfp.control.signals import spread_controller_fields
 from dlfp.control.steplog import read_step_log
 from dlfp.harness.driver import TrialTrace
 
@@ -47,7 +48,7 @@ def steps_frame(step_log: Path, t0_monotonic: float,
         which = "" if segment is None else f" for workload {segment}"
         raise RuntimeError(f"no step records in {step_log}{which}: was the DLFP scheduler active?")
     header, rows = runs[-1]
-    steps = pd.DataFrame(rows)
+    steps = pd.DataFrame(spread_controller_fields(rows))
     for col in ("schedule_t", "complete_t", "exec_done_t"):
         if col in steps:
             steps[col] = steps[col].astype(float) - t0_monotonic

@@ -48,6 +48,7 @@ from typing import Any
 
 import yaml
 
+from dlfp.control.registry import REGISTRY
 from dlfp.paths import CONFIGS
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TrialConfig, merge, parse_config
@@ -110,24 +111,38 @@ run's, as every DLFP arm's."""
 BASELINE_ARMS: list[dict[str, Any]] = [*PAPER_BASELINE_ARMS, *CADENCE_ARMS, SLO_CONTROLLER_ARM]
 """Every arm of the baselines study; the study's text (module docstring) says what each is."""
 
+DEADLINE_ARM: dict[str, Any] = {"name": "dlfp-deadline", "dlfp": {"controller": "deadline"}}
+"""The deadline controller (issue 39, :mod:`dlfp.control.deadline`) at its defaults: both SLOs, the run's."""
+INTERVAL_EVERY = (2, 33)
+"""vLLM's prefill schedule interval at the values its single-engine proposal (PR 54627) found best: 2
+under bursty arrivals, 33 in steady state."""
+INTERVAL_ARMS: list[dict[str, Any]] = [
+    *({"name": f"interval-{n}", "dlfp": {"enabled": False, "prefill_interval": n}} for n in INTERVAL_EVERY),
+    {"name": "interval-2-mbt-512", "dlfp": {"enabled": False, "prefill_interval": 2},
+     "engine": {"max_num_batched_tokens": 512}},
+]
+"""vLLM's prefill interval with its saturation guard (issue 39), alone and with the best single fixed
+budget of the capacity study (``mbt-512``)."""
 SLO_ARMS: list[dict[str, Any]] = [
     {"name": "dlfp", "dlfp": {}},
     {"name": "dlfp-completion", "dlfp": {"signal": "completion"}},
     {"name": "dlfp-antiwindup", "dlfp": {"anti_windup": True}},
     SLO_CONTROLLER_ARM,
+    DEADLINE_ARM,
 ]
 """The capacity study's arms that hold an SLO given to them: each runs once per SLO level."""
 CAPACITY_FIXED_ARMS: list[dict[str, Any]] = [
-    a for a in BASELINE_ARMS if a["name"] not in {s["name"] for s in SLO_ARMS}]
+    *(a for a in BASELINE_ARMS if a["name"] not in {s["name"] for s in SLO_ARMS}), *INTERVAL_ARMS]
 """The capacity study's arms whose parameters do not name the SLO: one sweep serves both levels."""
 CPU_CAPACITY_ARMS = ("stock", "mbt-256", "mbt-512", "mbt-1024", "cap", "cadence-2", "cadence-4",
-                     "dlfp", "dlfp-completion", "dlfp-slo")
+                     "interval-2", "dlfp", "dlfp-completion", "dlfp-slo", "dlfp-deadline")
 """The reduced arm set on the CPU engine (its units cost a minute of engine start each)."""
 FIELD_TARGET = "h200-qwen3-8b-field"
 """The capacity study on a workload DLFP's defaults were not developed on: ``configs/workloads-field.yaml``
 (bursty gamma arrivals, heavy-tailed chat and summarization lengths, a long-context class) on the
 modeled H200 with Qwen3-8B."""
-FIELD_CAPACITY_ARMS = ("stock", "mbt-512", "mbt-2048", "cap", "cadence-4", "dlfp", "dlfp-completion", "dlfp-slo")
+FIELD_CAPACITY_ARMS = ("stock", "mbt-512", "mbt-2048", "cap", "cadence-4", "interval-2", "dlfp", "dlfp-completion",
+                       "dlfp-slo", "dlfp-deadline")
 """The field workload's reduced arm set: its requests are long (hundreds of output tokens, real time
 on the modeled GPU), so fewer arms."""
 CAPACITY_REQUESTS = 160
@@ -241,6 +256,12 @@ def explanations(trials: int = TRIALS, requests: int = REQUESTS) -> list[tuple[P
     return plan
 
 
+def _held_slos(arm: dict[str, Any], level: str) -> dict[str, str]:
+    """The SLOs a held arm is given at ``level``: those its controller reads (:mod:`dlfp.control.registry`)."""
+    reads = REGISTRY[arm["dlfp"].get("controller") or "law"].slos
+    return {key: f"@{key.removesuffix('_ms')}_{level}" for key in reads}
+
+
 def capacity_arms(target: str, levels: tuple[str, ...] | None = None,
                   only: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """The capacity run's arms: every arm at every load (fixed arms once, SLO arms once per level of
@@ -253,7 +274,7 @@ def capacity_arms(target: str, levels: tuple[str, ...] | None = None,
     reduced = only or {"cpu-tiny": CPU_CAPACITY_ARMS, FIELD_TARGET: FIELD_CAPACITY_ARMS}.get(target)
     keep = (lambda name: True) if reduced is None else (lambda name: name in reduced)
     fixed = [a for a in CAPACITY_FIXED_ARMS if keep(a["name"])]
-    held = [{"name": held_name(a["name"], level), "dlfp": {**a["dlfp"], "itl_slo_ms": f"@itl_slo_{level}"}}
+    held = [{"name": held_name(a["name"], level), "dlfp": {**a["dlfp"], **_held_slos(a, level)}}
             for a in SLO_ARMS if keep(a["name"]) for level in levels]
     return [{"name": REFERENCE} if a["name"] == REFERENCE and load == LOADS[0] else
             {**a, "name": unit_name(a["name"], load), "load": load} for a in [*fixed, *held] for load in LOADS]

@@ -131,8 +131,14 @@ def parse_arms(raw: Any, engine: EngineSpec, check_engine: Callable[[Any], Engin
 
 ARM_KEYS = ("name", "dlfp", "engine", "load", "rate_rps", "n_requests")
 """What an arm may set: its name, DLFP parameters, engine overrides, and where it runs on a rate sweep."""
-DERIVED_DLFP_KEYS = ("chunk_min", "chunk_max", "chunk_init", "itl_slo_ms")
+DERIVED_DLFP_KEYS = ("chunk_min", "chunk_max", "chunk_init", "itl_slo_ms", "ttft_slo_ms")
+SLO_PREFIXES = {"itl_slo_ms": "@itl_slo_", "ttft_slo_ms": "@ttft_slo_"}
+"""The derived names an SLO key takes (a level's SLO), and only it."""
 DERIVED_ENGINE_KEYS = ("max_num_batched_tokens", "long_prefill_token_threshold")
+
+
+def _slo_prefix(name: str) -> str | None:
+    return next((p for p in SLO_PREFIXES.values() if name.startswith(p)), None)
 
 
 def _placeholders(values: Mapping[str, Any], keys: tuple[str, ...], where: str) -> dict[str, Any]:
@@ -141,9 +147,8 @@ def _placeholders(values: Mapping[str, Any], keys: tuple[str, ...], where: str) 
     out = dict(values)
     for key, value in values.items():
         if isinstance(value, str) and value.startswith("@"):
-            slo = value.startswith("@itl_slo_")
-            if value not in DERIVED or key not in keys or slo != (key == "itl_slo_ms"):
-                names = sorted(n for n in DERIVED if n.startswith("@itl_slo_") == (key == "itl_slo_ms"))
+            if value not in DERIVED or key not in keys or _slo_prefix(value) != SLO_PREFIXES.get(key):
+                names = sorted(n for n in DERIVED if _slo_prefix(n) == SLO_PREFIXES.get(key))
                 raise config_error(f"{where}.{key}", value, f"a number, or one of {names} for {key} (derived names "
                             f"are allowed for {list(keys)})")
             out[key] = 256

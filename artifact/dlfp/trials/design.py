@@ -329,6 +329,9 @@ DERIVED: dict[str, str] = {
     "@itl_slo_tight": "the capacity study's tight ITL SLO in ms (dlfp.trials.sweep: 5 measured decode steps)",
     "@itl_slo_relaxed": "the capacity study's relaxed ITL SLO in ms (dlfp.trials.sweep: 25 measured decode steps)",
     "@itl_slo_given": "a capacity design's given ITL SLO in ms (design.itl_slo_ms: dlfp plan's)",
+    "@ttft_slo_tight": "the capacity study's tight TTFT SLO in ms (dlfp.trials.sweep)",
+    "@ttft_slo_relaxed": "the capacity study's relaxed TTFT SLO in ms (dlfp.trials.sweep)",
+    "@ttft_slo_given": "a capacity design's given TTFT SLO in ms (design.ttft_slo_ms: dlfp plan's)",
 }
 """Values an arm may name instead of a number; each design resolves them from its measurement."""
 

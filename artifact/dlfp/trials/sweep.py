@@ -135,8 +135,9 @@ def capacity_bound(m: Measured, w: Workload, long_share: float, itl_slo_s: float
 
 
 def derived_slos(levels: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """The SLO values an arm may name (``@itl_slo_tight``, ``@itl_slo_relaxed``)."""
-    return {f"@itl_slo_{level}": float(v["itl_ms"]) for level, v in levels.items()}
+    """The SLO values an arm may name (``@itl_slo_tight``, ``@ttft_slo_relaxed``, ...)."""
+    return {**{f"@itl_slo_{level}": float(v["itl_ms"]) for level, v in levels.items()},
+            **{f"@ttft_slo_{level}": float(v["ttft_ms"]) for level, v in levels.items()}}
 
 
 def sweep_record(m: Measured, w: Workload, long_share: float, load: float,

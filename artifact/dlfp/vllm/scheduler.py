@@ -25,11 +25,21 @@ and puts it back, so vLLM's DP bookkeeping is what it would have been. Deferred 
 mixed, so with control on the chunk adapts only across consecutive mixed steps (none at N > 1):
 the cadence arms run with control off or a fixed cap.
 
-With ``controller: slo`` (:mod:`dlfp.control.slo`) each call also passes the batch's sums to the
-controller: the decodes that will run, their context tokens, and the context of the request the chunk
-goes to (one pass over ``running``, made only for that controller); each completed step goes back to
-it with its completion time, the one the ``completion`` signal takes, so the fit runs on the device's
-clock where the executor stamps.
+vLLM's own prefill schedule interval (``prefill_interval`` N > 1, the baseline users try first: the
+mechanism of vLLM PR 44558, made for data-parallel engines, on one engine's clock as PR 54627 proposes):
+prefill is throttled through the same ``throttle_prefills`` call until N-1 steps without prefill have
+passed since the last step that carried some, and vLLM's saturation guard stays in force: a release step
+that could not admit every waiting prompt switches the throttle off until one can. This is the cadence
+as vLLM ships it; ``prefill_every`` is the cadence without the guard.
+
+The controller (``controller``, by name from :mod:`dlfp.control.registry`) sees one
+:class:`~dlfp.control.protocol.StepContext` per call and returns a decision; the glue names none of
+them. What a controller reads beyond the O(1) facts it declares (``needs``): the batch's sums (the
+decodes' context tokens and the context of the request the chunk goes to: one pass over ``running``)
+and the prompts still to prefill with their TTFT deadlines (one pass over the waiting queue), each
+gathered only for a controller that reads it. Each completed step goes back to the controller with its
+completion time, the one the ``completion`` signal takes, so a fit runs on the device's clock where the
+executor stamps. A cap of 0 defers the step's prefill, through the same mechanism as the cadence.
 
 Per completed step, ``update_from_output`` copies the executor's completion stamp (when the
 step's output became available, :mod:`dlfp.vllm.completion_stamps`) into the step record before
@@ -51,9 +61,10 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from dlfp import __version__
+from dlfp.control import registry
 from dlfp.control.params import DLFPConfigError, DLFPParams, parse_params
+from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Prompt, StepContext
 from dlfp.control.signals import StepRecord, StepTracker
-from dlfp.control.slo import SLOController, SLODecision, controller_for
 from dlfp.control.steplog import StepLog
 from dlfp.vllm import lifeline
 from dlfp.vllm.completion_stamps import exec_done_t
@@ -144,6 +155,7 @@ class _DLFPMixin:
         self._base_adaptive: bool = self.adaptive_long_prefill_threshold
         self.dlfp_params = params
         self._every = int(params.prefill_every)
+        self._interval = int(params.prefill_interval)
         self._inflight: dict[int, StepRecord] = {}
         self._start_control()
         self._segment = 0
@@ -159,11 +171,14 @@ class _DLFPMixin:
 
     def _start_control(self) -> None:
         """A fresh controller, signal tracker and step count: what an engine start begins with."""
-        self.dlfp_controller = controller_for(self.dlfp_params)
-        self._fit: SLOController | None = (
-            self.dlfp_controller if isinstance(self.dlfp_controller, SLOController) else None)
+        self.dlfp_controller = registry.build(self.dlfp_params)
+        needs = self.dlfp_controller.needs
+        self._needs_batch, self._needs_queue = BATCH in needs, QUEUE in needs
+        self._first_seen: dict[str, float] = {}
         self._tracker = StepTracker(self.dlfp_params.signal)
         self._step = 0
+        self._quiet = self.dlfp_params.prefill_interval
+        """Steps since the last one that carried prefill (``prefill_interval``; a fresh engine admits at once)."""
 
     def _stamped_header(self) -> dict[str, Any]:
         return {**self._header, "segment": self._segment, "wall_time": time.time(), "monotonic": time.monotonic(),
@@ -204,46 +219,55 @@ class _DLFPMixin:
             prefill_waiting = mixed = False  # this step plans decodes only: no cap, no guarded cycle
         obs = self._tracker.observe(now, mixed)
         target_s = self._target_s()
-        decodes_running = n_decodes >= self.dlfp_params.pressure_decodes
         decode_context = prefill_context = None
-        if self._fit is None:
-            decision = self.dlfp_controller.decide(
-                decodes_running=decodes_running, prefill_waiting=prefill_waiting, obs=obs, target_s=target_s)
-        else:
+        if self._needs_batch:
             decode_context, prefill_context = self._contexts()
-            decision = self._fit.decide(
-                decodes_running=decodes_running, prefill_waiting=prefill_waiting,
-                decode_reqs=n_decodes - skipped, decode_context=decode_context,
-                prefill_context=prefill_context)
+        ctx = StepContext(decodes_running=n_decodes >= self.dlfp_params.pressure_decodes,
+                          prefill_waiting=prefill_waiting, obs=obs, target_s=target_s, decode_reqs=n_decodes - skipped,
+                          now=now, decode_context=decode_context or 0, prefill_context=prefill_context or 0,
+                          prompts=self._prompts(now) if self._needs_queue and mixed else (),
+                          budget_tokens=self._base_budget)
+        decision = self.dlfp_controller.decide(ctx)
+        cap = decision.cap
+        if cap == 0 and not deferred:
+            # The controller defers this step's prefill: where a decode really runs in its place; where
+            # none would (async vLLM skips them all), the step runs unrestricted rather than empty.
+            if n_decodes > skipped:
+                deferred = True
+            else:
+                cap = None
+        throttle = throttle_prefills or (self._interval > 1 and self._quiet < self._interval - 1)
         if deferred:
             out = self._schedule_deferred()
-        elif decision.cap is None:
-            out = super().schedule(throttle_prefills)
+        elif cap is None:
+            out = super().schedule(throttle)
         else:
             decode_tokens = n_decodes - skipped
-            self.max_num_scheduled_tokens = min(self._base_budget, decode_tokens + decision.cap)
+            self.max_num_scheduled_tokens = min(self._base_budget, decode_tokens + cap)
             self.scheduler_config.long_prefill_token_threshold = (
-                min(self._base_threshold, decision.cap) if self._base_threshold > 0 else decision.cap
+                min(self._base_threshold, cap) if self._base_threshold > 0 else cap
             )
             self.adaptive_long_prefill_threshold = False
             try:
-                out = super().schedule(throttle_prefills)
+                out = super().schedule(throttle)
             finally:
                 self.max_num_scheduled_tokens = self._base_budget
                 self.scheduler_config.long_prefill_token_threshold = self._base_threshold
                 self.adaptive_long_prefill_threshold = self._base_adaptive
         prefill_tokens, prefill_reqs = _prefill_work(out, prefilling)
+        if self._interval > 1:
+            self._quiet = 0 if prefill_tokens > 0 else self._quiet + 1
+            if mixed and not deferred and prefill_tokens == 0 and self._quiet <= self._interval - 1:
+                deferred = True  # the interval held the waiting prefill back (the guard did not release it)
         record = StepRecord(
             step=self._step, schedule_t=now, complete_t=None, prefill_tokens=prefill_tokens,
             decode_reqs=len(out.num_scheduled_tokens) - prefill_reqs,
-            total_tokens=out.total_num_scheduled_tokens, cap=decision.cap,
+            total_tokens=out.total_num_scheduled_tokens, cap=cap,
             signal_s=None if obs is None else obs.interval_s, guarded=decision.updated,
             target_s=target_s, chunk=self.dlfp_controller.chunk, deferred=deferred,
             decode_context=decode_context, prefill_context=prefill_context,
+            controller=None if (own := decision.log_fields()) is None else dict(own),
         )
-        if isinstance(decision, SLODecision):
-            record.budget_s, record.predicted_s = decision.budget_s, decision.predicted_s
-            record.infeasible = decision.infeasible
         self._step += 1
         self._tracker.scheduled(record)
         self._inflight[id(out)] = record
@@ -258,6 +282,21 @@ class _DLFPMixin:
         inflight = sum(r.num_computed_tokens for r in prefilling)
         head = next(iter(prefilling), None) or next(iter(self.waiting), None)
         return total - inflight, 0 if head is None else head.num_computed_tokens
+
+    def _prompts(self, now: float) -> tuple[Prompt, ...]:
+        """The prompts still to prefill (mid-prefill first, then waiting, in vLLM's order), each with its
+        remaining tokens and its TTFT deadline: when this scheduler first saw it, on its own clock (a
+        request's ``arrival_time`` is the frontend's wall clock, not this one), plus ``ttft_slo_ms``."""
+        seen = self._first_seen
+        ttft_s = self.dlfp_params.ttft_slo_ms / 1000.0
+        out = []
+        for r in (*self._inflight_prefills, *self.waiting):
+            first = seen.setdefault(r.request_id, now)
+            out.append(Prompt(remaining=max(0, r.num_prompt_tokens - r.num_computed_tokens), deadline_s=first + ttft_s))
+        if len(seen) > 2 * len(out) + 64:  # forget requests that left prefill
+            live = {r.request_id for r in (*self._inflight_prefills, *self.waiting)}
+            self._first_seen = {k: v for k, v in seen.items() if k in live}
+        return tuple(out)
 
     def _schedule_deferred(self) -> SchedulerOutput:
         """A decodes-only step through vLLM's prefill deferral (module docstring): its capacity-bound
@@ -286,11 +325,12 @@ class _DLFPMixin:
             # scheduling lags it by however long the engine core took to ask for the output.
             record.exec_done_t = exec_done_t(scheduler_output)
             self._tracker.completed(record, now)
-            if self._fit is not None and record.decode_context is not None and record.total_tokens > 0:
-                self._fit.step_completed(
+            if self._needs_batch and record.decode_context is not None and record.total_tokens > 0:
+                self.dlfp_controller.completed(CompletedStep(
                     decode_reqs=record.decode_reqs, decode_context=record.decode_context,
                     prefill_tokens=record.prefill_tokens, prefill_context=record.prefill_context or 0,
-                    schedule_t=record.schedule_t, done_t=self._tracker.last_done_t, cap=record.cap)
+                    schedule_t=record.schedule_t, done_t=self._tracker.last_done_t, cap=record.cap,
+                    fields=record.controller))
             if self._log is not None:
                 self._log.add(record)
         return super().update_from_output(scheduler_output, model_runner_output)

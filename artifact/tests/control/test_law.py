@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dlfp.control.law import DLFPController, Observation, next_chunk
 from dlfp.control.params import SPECS, DLFPConfigError, DLFPParams, parse_params
+from dlfp.control.protocol import StepContext
+
+
+def decide(controller: Any, **context: Any) -> Any:
+    """One decision from a step context made of ``context``."""
+    return controller.decide(StepContext(**context))
+
 
 
 @st.composite
@@ -36,7 +45,7 @@ def test_chunk_stays_in_range(p: DLFPParams, interval: float, chunk: float) -> N
 def test_direction_follows_error(p: DLFPParams, interval: float) -> None:
     c = DLFPController(p)
     before = c.chunk
-    d = c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(interval, True))
+    d = decide(c, decodes_running=True, prefill_waiting=True, obs=Observation(interval, True))
     assert d.updated and d.cap is not None
     if interval > p.target_interval_s:
         assert c.chunk <= before
@@ -51,9 +60,9 @@ def test_direction_follows_error(p: DLFPParams, interval: float) -> None:
 def test_unguarded_cycle_changes_nothing(p: DLFPParams, interval: float) -> None:
     c = DLFPController(p)
     before = c.chunk
-    d = c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(interval, False))
+    d = decide(c, decodes_running=True, prefill_waiting=True, obs=Observation(interval, False))
     assert not d.updated and c.chunk == before and d.cap == int(before)
-    d = c.decide(decodes_running=True, prefill_waiting=True, obs=None)
+    d = decide(c, decodes_running=True, prefill_waiting=True, obs=None)
     assert not d.updated and c.chunk == before
 
 
@@ -63,7 +72,7 @@ def test_full_budget_unless_prefill_meets_decodes(
 ) -> None:
     c = DLFPController(p)
     before = c.chunk
-    d = c.decide(decodes_running=decodes, prefill_waiting=prefill, obs=Observation(interval, True))
+    d = decide(c, decodes_running=decodes, prefill_waiting=prefill, obs=Observation(interval, True))
     if not (decodes and prefill):
         assert d.cap is None and not d.updated and c.chunk == before
     else:  # the mixed step is capped at the adapted chunk: the branch above is not the only one checked
@@ -73,7 +82,7 @@ def test_full_budget_unless_prefill_meets_decodes(
 @given(params(), intervals)
 def test_disabled_controller_never_caps(p: DLFPParams, interval: float) -> None:
     off = DLFPParams(**{**{s: getattr(p, s) for s in p.__slots__}, "enabled": False})
-    d = DLFPController(off).decide(
+    d = decide(DLFPController(off),
         decodes_running=True, prefill_waiting=True, obs=Observation(interval, True)
     )
     assert d.cap is None
@@ -128,8 +137,8 @@ def test_anti_windup_never_grows_after_an_unfilled_step(p: DLFPParams, interval:
     guarded = DLFPParams(**{**{k: getattr(p, k) for k in p.__slots__}, "anti_windup": True})
     paper, held = DLFPController(p), DLFPController(guarded)
     obs = Observation(interval, True, saturated=saturated)
-    paper.decide(decodes_running=True, prefill_waiting=True, obs=obs)
-    d = held.decide(decodes_running=True, prefill_waiting=True, obs=obs)
+    decide(paper, decodes_running=True, prefill_waiting=True, obs=obs)
+    d = decide(held, decodes_running=True, prefill_waiting=True, obs=obs)
     assert d.updated
     if saturated or interval >= p.target_interval_s:
         assert held.chunk == paper.chunk  # the paper's law whenever it shrinks or the cap was filled
@@ -140,11 +149,11 @@ def test_anti_windup_never_grows_after_an_unfilled_step(p: DLFPParams, interval:
 def test_anti_windup_hand_computed() -> None:
     p = parse_params({"itl_slo_ms": 100, "gain": 0.5, "chunk_init": 1000, "anti_windup": True})
     c = DLFPController(p)
-    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.025, True, saturated=False))
+    decide(c, decodes_running=True, prefill_waiting=True, obs=Observation(0.025, True, saturated=False))
     assert c.chunk == 1000.0  # 25 ms < T* = 50 ms, but only 200 of 1000 tokens were prefilled: hold
-    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.025, True, saturated=True))
+    decide(c, decodes_running=True, prefill_waiting=True, obs=Observation(0.025, True, saturated=True))
     assert c.chunk == pytest.approx(1250.0)  # 1000 * (1 + 0.5 * (50 - 25) / 50)
-    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.100, True, saturated=False))
+    decide(c, decodes_running=True, prefill_waiting=True, obs=Observation(0.100, True, saturated=False))
     assert c.chunk == pytest.approx(625.0)  # shrinking never waits: 1250 * (1 - 0.5)
 
 
@@ -152,5 +161,5 @@ def test_an_explicit_target_replaces_the_slo_target() -> None:
     p = DLFPParams(itl_slo_ms=100.0, target_fraction=0.5, gain=0.5)  # T* = 50 ms
     assert next_chunk(1000.0, 0.020, p, target_s=0.010) == pytest.approx(500.0)  # 1000 * (1 + 0.5 * (10-20)/10)
     c = DLFPController(p)
-    c.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.020, True), target_s=0.040)
+    decide(c, decodes_running=True, prefill_waiting=True, obs=Observation(0.020, True), target_s=0.040)
     assert c.chunk == pytest.approx(256 * (1 + 0.5 * 0.5))

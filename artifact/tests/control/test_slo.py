@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from dlfp.control.law import Decision, Observation
 from dlfp.control.params import DLFPConfigError, DLFPParams
+from dlfp.control.protocol import CompletedStep, StepContext
 from dlfp.control.slo import (
     MIN_BUDGET_FRACTION,
     SLOController,
@@ -22,6 +24,17 @@ from dlfp.control.slo import (
     step_duration,
 )
 from tests.control.test_stepcost import Plant
+
+
+def decide(controller: Any, **context: Any) -> Any:
+    """One decision from a step context made of ``context``."""
+    return controller.decide(StepContext(**context))
+
+
+def step_completed(controller: Any, **step: Any) -> bool:
+    """One completed step, by its fields."""
+    return controller.completed(CompletedStep(**step))
+
 
 
 @dataclass
@@ -57,12 +70,12 @@ def closed_loop(ctl: SLOController, plant: Plant, steps: int, seed: int, skip: i
         context = decodes * rng.randint(200, 3000)
         if remaining <= 0 and rng.random() < prefill_waiting:
             remaining, done = rng.choice((rng.randint(50, 500), rng.randint(1000, 8000))), 0
-        d = ctl.decide(decodes_running=True, prefill_waiting=remaining > 0, decode_reqs=decodes,
+        d = decide(ctl, decodes_running=True, prefill_waiting=remaining > 0, decode_reqs=decodes,
                        decode_context=context, prefill_context=done)
         prefill = min(remaining, d.cap) if d.cap is not None else max(remaining, 0)
         y = plant(decodes, context, prefill, done, i, rng)
         predicted = ctl.model.predict_s(decodes, context, prefill, done)
-        ctl.completed(decode_reqs=decodes, decode_context=context, prefill_tokens=prefill, prefill_context=done,
+        ctl.absorb(decode_reqs=decodes, decode_context=context, prefill_tokens=prefill, prefill_context=done,
                       duration_s=y, cap=d.cap)
         if i >= skip:
             out.gaps.append((y, decodes))
@@ -115,38 +128,38 @@ def test_infeasible_slo_gives_chunk_min_and_says_so() -> None:
     loop = closed_loop(ctl, Plant(a=0.15, sigma=0.05), 800, seed=4, skip=100)
     assert set(loop.caps) == {16} and loop.infeasible == len(loop.caps)
     assert MIN_BUDGET_FRACTION * 0.1 <= ctl.budget_s <= 0.1
-    d = ctl.decide(decodes_running=True, prefill_waiting=True, decode_reqs=8, decode_context=4000)
+    d = decide(ctl, decodes_running=True, prefill_waiting=True, decode_reqs=8, decode_context=4000)
     assert d.infeasible and d.cap == 16 and d.floor_s > 0.1
 
 
 def test_isolated_prefill_and_no_prefill_are_unrestricted() -> None:
     ctl = warm_controller(SLOParams(itl_slo_ms=100.0))
     for running, waiting in ((False, True), (True, False), (False, False)):
-        d = ctl.decide(decodes_running=running, prefill_waiting=waiting, decode_reqs=8, decode_context=8000)
+        d = decide(ctl, decodes_running=running, prefill_waiting=waiting, decode_reqs=8, decode_context=8000)
         assert d.cap is None and not d.infeasible and d.budget_s is None
     off = SLOController(SLOParams(itl_slo_ms=100.0, enabled=False))
-    assert off.decide(decodes_running=True, prefill_waiting=True).cap is None
+    assert decide(off, decodes_running=True, prefill_waiting=True).cap is None
 
 
 def test_it_takes_the_laws_call_shape() -> None:
     ctl = SLOController(SLOParams(itl_slo_ms=100.0))
-    d = ctl.decide(decodes_running=True, prefill_waiting=True, obs=Observation(0.05, True), target_s=0.05)
+    d = decide(ctl, decodes_running=True, prefill_waiting=True, obs=Observation(0.05, True), target_s=0.05)
     assert isinstance(d, Decision) and isinstance(d, SLODecision)
     assert d.cap == int(ctl.chunk) and not d.updated
-    ctl.completed(decode_reqs=4, decode_context=400, prefill_tokens=d.cap, prefill_context=0, duration_s=0.02,
+    ctl.absorb(decode_reqs=4, decode_context=400, prefill_tokens=d.cap, prefill_context=0, duration_s=0.02,
                   cap=d.cap)
-    assert ctl.decide(decodes_running=True, prefill_waiting=True, obs=None).updated
+    assert decide(ctl, decodes_running=True, prefill_waiting=True, obs=None).updated
 
 
 def test_cold_start_alternates_a_conservative_chunk_until_the_fit_is_warm() -> None:
     ctl = SLOController(SLOParams(itl_slo_ms=100.0))
     plant, rng, caps = Plant(), random.Random(0), []
     for i in range(40):
-        d = ctl.decide(decodes_running=True, prefill_waiting=True, decode_reqs=16, decode_context=16_000)
+        d = decide(ctl, decodes_running=True, prefill_waiting=True, decode_reqs=16, decode_context=16_000)
         if not d.cold:
             break
         caps.append(d.cap)
-        ctl.completed(decode_reqs=16, decode_context=16_000, prefill_tokens=d.cap, prefill_context=0,
+        ctl.absorb(decode_reqs=16, decode_context=16_000, prefill_tokens=d.cap, prefill_context=0,
                       duration_s=plant(16, 16_000, d.cap, 0, i, rng), cap=d.cap)
     assert caps[:4] == [64, 128, 64, 128] and len(caps) == 12
     assert not d.cold and d.budget_s is not None and d.cap > 128
@@ -156,7 +169,7 @@ def test_cold_start_alternates_a_conservative_chunk_until_the_fit_is_warm() -> N
 
 def feed_gaps(ctl: SLOController, gap_s: float, n: int, prefill: int, cap: int | None) -> None:
     for _ in range(n):
-        ctl.completed(decode_reqs=16, decode_context=16_000, prefill_tokens=prefill, prefill_context=0,
+        ctl.absorb(decode_reqs=16, decode_context=16_000, prefill_tokens=prefill, prefill_context=0,
                       duration_s=gap_s, cap=cap)
 
 
@@ -181,7 +194,7 @@ def test_budget_shrinks_on_exceedances_but_not_below_the_floor_margin() -> None:
     for _ in range(500):
         ctl._feedback(0.2, 16, 16_000, saturated=False)
     assert ctl.budget_s == pytest.approx(1.1 * floor, rel=0.05)
-    d = ctl.decide(decodes_running=True, prefill_waiting=True, decode_reqs=16, decode_context=16_000)
+    d = decide(ctl, decodes_running=True, prefill_waiting=True, decode_reqs=16, decode_context=16_000)
     assert d.budget_s >= 1.1 * d.floor_s * (1 - 1e-12) and d.cap >= 32 and not d.infeasible
     ctl.budget_s = 0.5 * floor  # a state below the bound (the floor rose) stays put rather than jump up
     ctl._feedback(0.2, 16, 16_000, saturated=False)
@@ -192,7 +205,7 @@ def test_tail_estimate_tracks_the_p99_of_gaps() -> None:
     ctl, rng = SLOController(SLOParams(itl_slo_ms=100.0)), random.Random(5)
     gaps = [rng.uniform(0.01, 0.02) for _ in range(20_000)]
     for g in gaps:
-        ctl.completed(decode_reqs=8, decode_context=0, prefill_tokens=0, prefill_context=0, duration_s=g, cap=None)
+        ctl.absorb(decode_reqs=8, decode_context=0, prefill_tokens=0, prefill_context=0, duration_s=g, cap=None)
     assert ctl.tail_s == pytest.approx(0.0199, rel=0.03)
 
 
@@ -200,7 +213,7 @@ def test_bad_durations_are_ignored() -> None:
     ctl = warm_controller(SLOParams(itl_slo_ms=100.0))
     budget, tail = ctl.budget_s, ctl.tail_s
     for y in (math.nan, math.inf, -1.0, 0.0):
-        assert not ctl.completed(decode_reqs=8, decode_context=8000, prefill_tokens=64, prefill_context=0,
+        assert not ctl.absorb(decode_reqs=8, decode_context=8000, prefill_tokens=64, prefill_context=0,
                                  duration_s=y, cap=64)
     assert ctl.budget_s == budget and ctl.tail_s == tail
 
@@ -218,14 +231,14 @@ def test_step_completed_takes_durations_from_the_clock_and_refuses_disorder() ->
     ctl = SLOController(SLOParams(itl_slo_ms=100.0))
     t = 100.0
     for i in range(30):
-        ok = ctl.step_completed(decode_reqs=8, decode_context=8000, prefill_tokens=64 * (1 + i % 2),
+        ok = step_completed(ctl, decode_reqs=8, decode_context=8000, prefill_tokens=64 * (1 + i % 2),
                                 prefill_context=0, schedule_t=t - 0.001, done_t=t + 0.02, cap=64 * (1 + i % 2))
         assert ok
         t += 0.02
     assert ctl.model.warm and ctl.model.predict_s(8, 8000, 64, 0) == pytest.approx(0.02, rel=0.01)
-    assert not ctl.step_completed(decode_reqs=8, decode_context=0, prefill_tokens=0, prefill_context=0,
+    assert not step_completed(ctl, decode_reqs=8, decode_context=0, prefill_tokens=0, prefill_context=0,
                                   schedule_t=t - 1, done_t=t - 0.5, cap=None)  # earlier than the last
-    assert not ctl.step_completed(decode_reqs=8, decode_context=0, prefill_tokens=0, prefill_context=0,
+    assert not step_completed(ctl, decode_reqs=8, decode_context=0, prefill_tokens=0, prefill_context=0,
                                   schedule_t=t, done_t=math.nan, cap=None)
 
 
@@ -259,11 +272,11 @@ def test_any_sequence_keeps_caps_in_range_and_the_budget_bounded(seq: list, bloc
     p = SLOParams(itl_slo_ms=50.0, block=block, warmup_steps=4)
     ctl = SLOController(p)
     for running, waiting, dec, ctx, pctx, prefill, y in seq:
-        d = ctl.decide(decodes_running=running, prefill_waiting=waiting, decode_reqs=dec, decode_context=ctx,
+        d = decide(ctl, decodes_running=running, prefill_waiting=waiting, decode_reqs=dec, decode_context=ctx,
                        prefill_context=pctx)
         assert d.cap is None or p.chunk_min <= d.cap <= p.chunk_max
         if d.predicted_s is not None:
             assert math.isfinite(d.predicted_s) and d.predicted_s >= 0
-        ctl.completed(decode_reqs=dec, decode_context=ctx, prefill_tokens=prefill, prefill_context=pctx,
+        ctl.absorb(decode_reqs=dec, decode_context=ctx, prefill_tokens=prefill, prefill_context=pctx,
                       duration_s=y, cap=d.cap)
         assert MIN_BUDGET_FRACTION * p.slo_s <= ctl.budget_s <= p.slo_s

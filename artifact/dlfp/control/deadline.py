@@ -1,0 +1,180 @@
+"""The deadline controller: both SLOs in one decision. Each mixed step gets the chunk the ITL SLO
+allows, unless the waiting prompts' TTFT deadlines need more and the P99 ITL can afford one slow step.
+Pure logic, no vLLM.
+
+The SLO controller (:mod:`dlfp.control.slo`) sizes every mixed step to the ITL SLO alone. Where the
+decode floor leaves little room (tight SLOs, host-dominated steps), that chunk is small, prefill
+queues and the P99 TTFT fails while the P99 ITL holds: capacity is then lost to the TTFT SLO. A fixed
+budget fails the other way. Both SLOs are P99s: each lets 1% of its samples exceed it. This controller
+spends that room on purpose, on the ITL side, where the TTFT side needs it:
+
+1. **ITL chunk.** The SLO controller's decision: the largest chunk whose predicted step (online
+   step-cost fit) fits its tail-corrected budget (``itl_cap``).
+2. **Deadline need.** The prompts still to prefill, in vLLM's order (first come, first served: with
+   one TTFT SLO that is earliest deadline first), each due ``ttft_slo_ms`` after the scheduler first
+   saw it. A prompt finishes after the steps that prefill its queue's prefix (its own tokens and all
+   before it), each as long as the fit predicts; ``need`` is the smallest chunk that, repeated, gets
+   every prompt that can still make its deadline there in time (one that would miss it even at the
+   engine's budget is given up: bursting for it would only delay the others).
+3. **Decision.** ``need <= itl_cap``: the ITL chunk (deadlines hold). Otherwise, if the recent share
+   of decode gaps over the ITL SLO, with this step's gaps counted as over, stays within
+   ``ALLOWANCE x (1 - q)`` (half the share the P99 permits), a *burst*: the engine's whole token budget,
+   since a gap over the SLO counts once in a P99 however long it is, and a big chunk clears the queue
+   in one step. Without allowance the ITL chunk: the ITL SLO wins and a deadline may be missed.
+   Where no chunk meets the ITL budget (the decode floor already fills it), every mixed step would put
+   its gaps over the SLO whatever its chunk, so it is a burst where the allowance permits and deferred
+   (cap 0) where it does not, until the allowance or the saturation guard releases it.
+4. **Saturation guard** (vLLM's prefill interval has one for the same reason): when the head of the
+   queue has waited :data:`SATURATED_SLOS` TTFT SLOs, the queue is not draining and deferring its
+   work would only grow it, so the step is unrestricted, as stock would run it. Prefill is never
+   starved, an isolated prefill (no decode running) is never restricted, and no cap exceeds the
+   engine's budget.
+
+Burst steps reach the step-cost fit but not the ITL budget's tail feedback: they exceed it on purpose.
+Per decision: one pass over the queued prompts and O(log budget) fit predictions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Prompt, StepContext
+from dlfp.control.slo import SLOController, SLODecision, slo_params_from, step_duration
+from dlfp.control.stepcost import StepCostModel
+
+if TYPE_CHECKING:
+    from dlfp.control.params import DLFPParams
+
+ALLOWANCE = 0.5
+"""Share of the ITL quantile's room (``1 - q``: 1% for a P99) that bursts may spend."""
+GAP_MEMORY = 0.999
+"""Per-step decay of the gap counts the allowance reads (about the last thousand steps)."""
+MIN_GAPS_PER_DECODE = 2.0
+"""A burst needs at least this many times 1/(allowance) counted gaps per decode it stalls: no burst
+before the counts can tell a share of half a percent."""
+MARGIN_STEPS = 1.0
+"""Decode-floor steps reserved before a deadline: the output path and the jitter of the fit's predictions."""
+MAX_PROMPTS = 64
+"""Prompts of the queue the deadline need looks at (its head: the rest come after them in any case)."""
+SATURATED_SLOS = 2.0
+"""The queue is saturated when its head has waited this many TTFT SLOs (its deadline one SLO past)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineDecision(SLODecision):
+    """An :class:`~dlfp.control.slo.SLODecision` with the deadline side's reasons."""
+
+    itl_cap: int | None = None
+    """The chunk the ITL side allowed (the SLO controller's cap)."""
+    need: int | None = None
+    """The chunk the deadlines needed this step (None: no deadline in reach, or the fit is cold)."""
+    burst: bool = False
+    """The step got the engine's budget, spending ITL allowance for the deadlines."""
+    saturated: bool = False
+    """The saturation guard ran the step unrestricted."""
+
+    def log_fields(self) -> Mapping[str, Any]:
+        return {"budget_s": self.budget_s, "predicted_s": self.predicted_s, "infeasible": self.infeasible,
+                "itl_cap": self.itl_cap, "need": self.need, "burst": self.burst, "saturated": self.saturated}
+
+
+class DeadlineController:
+    """Sizes each mixed step from the ITL budget and the prompts' TTFT deadlines (module docstring);
+    registered as ``deadline``."""
+
+    needs: ClassVar[frozenset[str]] = frozenset({BATCH, QUEUE})
+    __slots__ = ("_bursts", "_gaps", "_over", "_prev_done_t", "chunk", "itl", "slo_s", "ttft_s")
+
+    def __init__(self, itl: SLOController, ttft_slo_ms: float) -> None:
+        self.itl = itl
+        self.slo_s = itl.params.slo_s
+        self.ttft_s = ttft_slo_ms / 1000.0
+        self.chunk = itl.chunk
+        self._gaps = 0.0
+        """Decayed count of decode gaps (one per decoding request per completed step)."""
+        self._over = 0.0
+        """Decayed count of those over the ITL SLO."""
+        self._prev_done_t: float | None = None
+        self._bursts = 0
+
+    @classmethod
+    def from_params(cls, params: DLFPParams) -> DeadlineController:
+        return cls(SLOController(slo_params_from(params)), float(params.ttft_slo_ms))
+
+    @property
+    def model(self) -> StepCostModel:
+        """The step-cost fit (the ITL side's)."""
+        return self.itl.model
+
+    def decide(self, ctx: StepContext) -> DeadlineDecision:
+        """Plan one step (module docstring, 1 to 4)."""
+        base = self.itl.decide(ctx)
+        self.chunk = self.itl.chunk
+        fields = {"updated": base.updated, "infeasible": base.infeasible, "cold": base.cold,
+                  "budget_s": base.budget_s, "floor_s": base.floor_s, "predicted_s": base.predicted_s}
+        if base.cap is None:  # not mixed, or control off
+            return DeadlineDecision(cap=None, **fields)
+        prompts = ctx.prompts
+        if prompts and ctx.now - prompts[0].deadline_s >= (SATURATED_SLOS - 1.0) * self.ttft_s:
+            return DeadlineDecision(cap=None, itl_cap=base.cap, saturated=True, **fields)
+        need = None if base.cold else self._need(ctx, prompts)
+        short = base.infeasible or (need is not None and need > base.cap)
+        if short and self._may_burst(ctx.decode_reqs):
+            self._bursts += 1
+            cap = ctx.budget_tokens if need is None else max(need, base.cap)
+            self.chunk = float(cap)
+            return DeadlineDecision(cap=cap, itl_cap=base.cap, need=need, burst=True, **fields)
+        return DeadlineDecision(cap=0 if base.infeasible else base.cap, itl_cap=base.cap, need=need, **fields)
+
+    def _need(self, ctx: StepContext, prompts: Sequence[Prompt]) -> int | None:
+        """The smallest chunk that, repeated each step at its predicted duration, brings every prompt that
+        can still make its deadline to its first token in time (None: no prompt can, or none is queued).
+        A prompt that would miss even at the engine's budget is given up: its tokens still go first."""
+        model, d, k, pc = self.model, ctx.decode_reqs, ctx.decode_context, ctx.prefill_context
+        margin = MARGIN_STEPS * model.floor_s(d, k)
+        queue, tokens = [], 0
+        for p in prompts[:MAX_PROMPTS]:
+            tokens += p.remaining
+            left = p.deadline_s - ctx.now - margin
+            if left > 0.0:
+                queue.append((tokens, left))
+        budget = ctx.budget_tokens
+
+        def late(chunk: int) -> list[tuple[int, float]]:
+            step_s = model.predict_s(d, k, chunk, pc)
+            return [(r, left) for r, left in queue if math.ceil(r / chunk) * step_s > left]
+
+        queue = [q for q in queue if q not in late(budget)]  # savable at all
+        if not queue:
+            return None
+        lo, hi = 0, budget  # the smallest chunk that saves them all (more tokens per second as it grows)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if late(mid):
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+    def _may_burst(self, decodes: int) -> bool:
+        """Would this step's gaps, all counted over the SLO, keep the over-share within the allowance?"""
+        share = ALLOWANCE * (1.0 - self.itl.params.quantile)
+        if self._gaps < MIN_GAPS_PER_DECODE * max(decodes, 1) / share:
+            return False
+        return self._over + decodes <= share * (self._gaps + decodes)
+
+    def completed(self, step: CompletedStep) -> bool:
+        """Count the step's decode gaps (over the SLO or not) and hand it to the ITL side, bursts to its
+        fit only."""
+        prev, done_t = self._prev_done_t, step.done_t
+        if done_t == done_t and done_t != math.inf and (prev is None or done_t > prev):
+            self._prev_done_t = done_t
+            duration = step_duration(step.schedule_t, done_t, prev, step.decode_reqs)
+            if duration is not None and step.decode_reqs > 0:
+                self._gaps = GAP_MEMORY * self._gaps + step.decode_reqs
+                self._over = GAP_MEMORY * self._over + (step.decode_reqs if duration > self.slo_s else 0)
+        burst = bool(step.fields and step.fields.get("burst"))
+        return self.itl.completed(step, feedback=not burst)
