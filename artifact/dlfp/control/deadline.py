@@ -13,10 +13,11 @@ spends that room on purpose, on the ITL side, where the TTFT side needs it:
 2. **Deadline need.** The prompts still to prefill, in vLLM's order (first come, first served: with
    one TTFT SLO that is earliest deadline first), each due ``ttft_slo_ms`` after the scheduler first
    saw it. A prompt finishes after the steps that prefill its queue's prefix (its own tokens and all
-   before it), each as long as the fit predicts; ``need`` is the smallest chunk that, repeated, gets
-   every prompt that can still make its deadline there in time (one that would miss it even at the
-   engine's budget is given up: bursting for it would only delay the others).
-3. **Decision.** ``need <= itl_cap``: the ITL chunk (deadlines hold). Otherwise, if the recent share
+   before it), each as long as the fit predicts. ``need`` is the smallest chunk above the ITL chunk
+   that gets the most prompts there in time, or none where no chunk gets more there than the ITL
+   chunk does (it meets every deadline in reach, or the rest are lost whatever the chunk: bursting
+   for them would only delay the others).
+3. **Decision.** No ``need``: the ITL chunk. Otherwise, if the recent share
    of decode gaps over the ITL SLO, with this step's gaps counted as over, stays within
    ``ALLOWANCE x (1 - q)`` (half the share the P99 permits), a *burst*: the engine's whole token budget,
    since a gap over the SLO counts once in a P99 however long it is, and a big chunk clears the queue
@@ -57,7 +58,7 @@ MIN_GAPS_PER_DECODE = 2.0
 before the counts can tell a share of half a percent."""
 MARGIN_STEPS = 1.0
 """Decode-floor steps reserved before a deadline: the output path and the jitter of the fit's predictions."""
-MAX_PROMPTS = 64
+MAX_PROMPTS = 16
 """Prompts of the queue the deadline need looks at (its head: the rest come after them in any case)."""
 SATURATED_SLOS = 2.0
 """The queue is saturated when its head has waited this many TTFT SLOs (its deadline one SLO past)."""
@@ -70,7 +71,8 @@ class DeadlineDecision(SLODecision):
     itl_cap: int | None = None
     """The chunk the ITL side allowed (the SLO controller's cap)."""
     need: int | None = None
-    """The chunk the deadlines needed this step (None: no deadline in reach, or the fit is cold)."""
+    """The chunk the deadlines needed this step (None: the ITL chunk serves them as well as any, or the
+    fit is cold)."""
     burst: bool = False
     """The step got the engine's budget, spending ITL allowance for the deadlines."""
     saturated: bool = False
@@ -120,44 +122,51 @@ class DeadlineController:
         prompts = ctx.prompts
         if prompts and ctx.now - prompts[0].deadline_s >= (SATURATED_SLOS - 1.0) * self.ttft_s:
             return DeadlineDecision(cap=None, itl_cap=base.cap, saturated=True, **fields)
-        need = None if base.cold else self._need(ctx, prompts)
-        short = base.infeasible or (need is not None and need > base.cap)
-        if short and self._may_burst(ctx.decode_reqs):
+        budget = ctx.budget_tokens
+        itl_cap = min(base.cap, budget)
+        need = None if base.cold else self._need(ctx, prompts, itl_cap)
+        if (base.infeasible or need is not None) and self._may_burst(ctx.decode_reqs):
             self._bursts += 1
-            cap = ctx.budget_tokens if need is None else max(need, base.cap)
+            cap = need if need is not None else max(itl_cap, min(budget, sum(p.remaining for p in prompts)))
             self.chunk = float(cap)
-            return DeadlineDecision(cap=cap, itl_cap=base.cap, need=need, burst=True, **fields)
-        return DeadlineDecision(cap=0 if base.infeasible else base.cap, itl_cap=base.cap, need=need, **fields)
+            return DeadlineDecision(cap=cap, itl_cap=itl_cap, need=need, burst=True, **fields)
+        return DeadlineDecision(cap=0 if base.infeasible else itl_cap, itl_cap=itl_cap, need=need, **fields)
 
-    def _need(self, ctx: StepContext, prompts: Sequence[Prompt]) -> int | None:
-        """The smallest chunk that, repeated each step at its predicted duration, brings every prompt that
-        can still make its deadline to its first token in time (None: no prompt can, or none is queued).
-        A prompt that would miss even at the engine's budget is given up: its tokens still go first."""
+    def _need(self, ctx: StepContext, prompts: Sequence[Prompt], itl_cap: int) -> int | None:
+        """The smallest chunk above ``itl_cap`` that brings the most prompts to their first token by their
+        deadlines, None where none brings more than ``itl_cap`` does (it meets every deadline in reach,
+        or no chunk saves another). A prompt finishes after the steps that prefill its queue's prefix,
+        each of at most the chunk (vLLM's per-request threshold and budget both take the cap), each as
+        long as the fit predicts a step of that many tokens (or of the whole queue, if less)."""
         model, d, k, pc = self.model, ctx.decode_reqs, ctx.decode_context, ctx.prefill_context
         margin = MARGIN_STEPS * model.floor_s(d, k)
-        queue, tokens = [], 0
+        queue: list[tuple[int, float]] = []
+        tokens = 0
         for p in prompts[:MAX_PROMPTS]:
             tokens += p.remaining
             left = p.deadline_s - ctx.now - margin
-            if left > 0.0:
+            if left > 0.0 and p.remaining > 0:
                 queue.append((tokens, left))
-        budget = ctx.budget_tokens
-
-        def late(chunk: int) -> list[tuple[int, float]]:
-            step_s = model.predict_s(d, k, chunk, pc)
-            return [(r, left) for r, left in queue if math.ceil(r / chunk) * step_s > left]
-
-        queue = [q for q in queue if q not in late(budget)]  # savable at all
         if not queue:
             return None
-        lo, hi = 0, budget  # the smallest chunk that saves them all (more tokens per second as it grows)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if late(mid):
-                lo = mid
-            else:
-                hi = mid
-        return hi
+
+        def saved(chunk: int) -> int:
+            step_s = model.predict_s(d, k, min(chunk, tokens), pc)
+            return sum(1 for r, left in queue if -(-r // chunk) * step_s <= left)
+
+        best, most = None, saved(itl_cap)
+        if most == len(queue):
+            return None
+        budget = ctx.budget_tokens
+        for chunk in sorted({min(budget, c) for r, _ in queue for c in (r, -(-r // 2))} | {budget}):
+            if chunk <= itl_cap:
+                continue
+            n = saved(chunk)
+            if n > most:
+                best, most = chunk, n
+                if n == len(queue):
+                    break
+        return best
 
     def _may_burst(self, decodes: int) -> bool:
         """Would this step's gaps, all counted over the SLO, keep the over-share within the allowance?"""
