@@ -41,8 +41,15 @@ OVERRUN = 0.10
 
 
 def sized_steps(steps: pd.DataFrame) -> pd.DataFrame:
-    """The steps the controller sized (a budget logged), in step order, each with ``observed_s``: its
-    duration as the controller fits it (NaN where the step was never collected or is unusable)."""
+    """The steps the controller sized (a budget logged), in step order, each with ``observed_s``
+    (:func:`timed_steps`)."""
+    out = timed_steps(steps)
+    return out[out["budget_s"].notna()] if "budget_s" in out else out.iloc[:0]
+
+
+def timed_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """Every step in step order, each with ``observed_s``: its duration as the controller fits it (NaN
+    where the step was never collected or is unusable)."""
     steps = steps.sort_values("step").reset_index(drop=True)
     stamps = steps["exec_done_t"].tolist() if "exec_done_t" in steps else None
     done, _ = best_completions(steps["schedule_t"].tolist(), steps["complete_t"].tolist(), stamps)
@@ -51,8 +58,7 @@ def sized_steps(steps: pd.DataFrame) -> pd.DataFrame:
         usable = not math.isnan(d)
         observed.append(step_duration(s, d, prev, int(n)) if usable else None)
         prev = d if usable else prev
-    out = steps.assign(observed_s=pd.Series(observed, dtype=float))
-    return out[out["budget_s"].notna()] if "budget_s" in out else out.iloc[:0]
+    return steps.assign(observed_s=pd.Series(observed, dtype=float))
 
 
 def fit_rows(run: RunData, target: str) -> pd.DataFrame:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -75,7 +76,7 @@ def test_a_registered_controller_runs_in_vllms_scheduler(tmp_path, toy: None, as
     assert first.prompts[0].deadline_s == pytest.approx(first.now + 0.5, abs=1.0)
     assert all(c.budget_tokens == 4096 for c in ctl.contexts)
     # Its caps: deferred steps carry no prefill beside decodes, capped ones at most 100 tokens.
-    rows = spread_controller_fields(list(read_step_log(log))[0][1])
+    rows = spread_controller_fields(next(iter(read_step_log(log)))[1])
     mixed_plans = [r for r in rows if r["cap"] is not None]
     assert {r["cap"] for r in mixed_plans} == {0, 100}
     assert all(r["deferred"] and r["prefill_tokens"] == 0 and r["decode_reqs"] for r in mixed_plans if r["cap"] == 0)
@@ -127,10 +128,10 @@ def test_the_prefill_interval_spaces_prefill_steps_beside_decodes(tmp_path, asyn
                        dlfp={"enabled": False, "prefill_interval": 3, "step_log": str(log)})
     outputs = run_to_completion(s, interval_arrivals(), async_depth=2 if async_scheduling else 1)
     s.shutdown()
-    rows = list(read_step_log(log))[0][1]
+    rows = next(iter(read_step_log(log)))[1]
     with_prefill = [r["step"] for r in rows if r["prefill_tokens"] and r["decode_reqs"]]
     assert len(with_prefill) >= 3
-    assert all(b - a >= 3 for a, b in zip(with_prefill, with_prefill[1:], strict=False))
+    assert all(b - a >= 3 for a, b in itertools.pairwise(with_prefill))
     assert any(r["deferred"] for r in rows)
     for rid in PROMPTS:
         assert sum(prompt_chunks(outputs, rid)) == 600
@@ -156,8 +157,8 @@ def test_the_saturation_guard_releases_the_interval_when_the_queue_cannot_drain(
                 and any(n > 1 for r, n in o.num_scheduled_tokens.items() if r.startswith("p"))]
 
     g, c = prefill_steps(guarded), prefill_steps(cadence)
-    assert any(b - a == 1 for a, b in zip(g, g[1:], strict=False))  # released: consecutive prefill steps
-    assert all(b - a >= 4 for a, b in zip(c, c[1:], strict=False))
+    assert any(b - a == 1 for a, b in itertools.pairwise(g))  # released: consecutive prefill steps
+    assert all(b - a >= 4 for a, b in itertools.pairwise(c))
     assert len(g) < len(c) or g[-1] < c[-1]  # the guarded queue drains sooner
 
 
