@@ -1,7 +1,8 @@
 """dlfp: Decode-Latency Feedback Prefill for vLLM, and the artifact that evaluates it.
 
-One subpackage per concern, listed bottom up (each ``__init__`` says what it must not import,
-and ``artifact/tests/test_layout.py`` holds them to it):
+One subpackage per concern, listed bottom up: :data:`LAYERS` is that order, and a module imports
+only from its own layer or those below it, function-local imports included (each ``__init__`` also
+says what it must not import; ``artifact/tests/test_layout.py`` holds both):
 
 * :mod:`dlfp.control`: the control laws, their parameters, signals and step log (pure, no vLLM);
 * :mod:`dlfp.vllm`: the scheduler plug-ins and executors, thin glue over vLLM 0.32;
@@ -17,3 +18,8 @@ At the top: :mod:`dlfp.cli` (``dlfp``), :mod:`dlfp.vllm_cli` (``dlfp-vllm``) and
 """
 
 __version__ = "0.1.0"
+
+LAYERS = ("paths", "control", "vllm", "sim", "harness", "trials", "analysis", "studies", "book", "bench",
+          "cluster", "cli", "vllm_cli")
+"""The package's layers, bottom up: a subpackage (or top-level module) of ``dlfp`` imports nothing
+from a layer after its own."""

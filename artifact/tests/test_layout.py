@@ -100,6 +100,29 @@ def test_subpackage_imports_only_what_its_docstring_allows(sub: str) -> None:
     assert not bad, f"dlfp.{sub} must not import {banned}:\n" + "\n".join(bad)
 
 
+def test_every_import_follows_the_declared_layers() -> None:
+    """``dlfp.LAYERS``: no module imports from a layer above its own, function-local imports included;
+    every subpackage and top-level module has a layer."""
+    from dlfp import LAYERS
+
+    bad, unlayered = [], set()
+    for name, path in modules().items():
+        parts = name.split(".")
+        if len(parts) < 2:
+            continue
+        own = parts[1]
+        if own not in LAYERS:
+            unlayered.add(own)
+            continue
+        for line, target in imports(path, name):
+            other = target.split(".")
+            if other[0] == "dlfp" and len(other) > 1 and other[1] in LAYERS and \
+                    LAYERS.index(other[1]) > LAYERS.index(own):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} ({own}) imports {target} ({other[1]})")
+    assert not unlayered, f"not in dlfp.LAYERS: {sorted(unlayered)}"
+    assert not bad, "imports against dlfp.LAYERS:\n" + "\n".join(bad)
+
+
 def test_top_level_holds_only_the_entry_points_and_paths() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert top == ["__init__.py", "cli.py", "paths.py", "vllm_cli.py"], top
@@ -125,6 +148,8 @@ TESTED_THROUGH = {
     "dlfp.sim.standalone": "sim/test_executor.py",  # the rig the executor tests drive
     "dlfp.bench.load": "integration/test_load_cpu.py",  # starts an engine core
     "dlfp.harness.result": "harness/test_arm.py",  # what the arm runners return, tested with them
+    "dlfp.control.protocol": "vllm/test_controller_protocol.py",  # the protocol as the glue runs it
+    "dlfp.control.registry": "vllm/test_controller_protocol.py",  # a controller registered and run
 }
 """Modules whose tests live in the file named here, which must import them (glue and test rigs)."""
 

@@ -21,6 +21,8 @@ from dlfp.analysis import metrics
 from dlfp.analysis.families import FAMILIES, FAMILY_COLORS, PAPER_COLOR, arm_styles, run_styles
 from dlfp.analysis.labels import source_line
 from dlfp.analysis.paper import PAPER, reported_itl
+from dlfp.analysis.pareto import ITL, TTFT
+from dlfp.analysis.pareto import frontier as pareto
 from dlfp.analysis.runs import RunData
 from dlfp.analysis.stats import paired
 from dlfp.trials.arms import REFERENCE
@@ -208,12 +210,9 @@ FRONTIER_LINE = "frontier (Pareto-efficient fixed budgets)"
 def frontier(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
     """Per target: P99 ITL against P99 TTFT of every arm (colour by family, shade and marker by arm
     within it: :func:`dlfp.analysis.families.arm_styles`), the line through the Pareto-efficient
-    fixed token budgets (:func:`dlfp.studies.frontier.frontier`; a line
+    fixed token budgets (:func:`dlfp.analysis.pareto.frontier`; a line
     through every budget would zig-zag through dominated ones), and the run's ITL objective. One
     legend below the panels keys the arms: labels printed at the points overlap where arms tie."""
-    from dlfp.studies.frontier import ITL, TTFT
-    from dlfp.studies.frontier import frontier as pareto
-
     sns.set_theme(style="whitegrid")
     n = len(tables)
     cols = min(3, n)

@@ -40,14 +40,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from dlfp.control.params import DLFPParams
 from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Prompt, StepContext
 from dlfp.control.slo import SLOController, SLODecision, slo_params_from, step_duration
 from dlfp.control.stepcost import StepCostModel
-
-if TYPE_CHECKING:
-    from dlfp.control.params import DLFPParams
 
 ALLOWANCE = 0.5
 """Share of the ITL quantile's room (``1 - q``: 1% for a P99) that bursts may spend."""

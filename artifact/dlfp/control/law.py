@@ -24,46 +24,12 @@ every controller gets (:mod:`dlfp.control.protocol`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+from dlfp.control.protocol import CompletedStep, Decision, StepContext
 
 if TYPE_CHECKING:
     from dlfp.control.params import DLFPParams
-    from dlfp.control.protocol import CompletedStep, StepContext
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """One measured interval and whether it came from a guarded cycle.
-
-    A cycle is guarded when the step the interval measures really mixed prefill and
-    decode and the step being planned mixes them too (no mode switch inside the
-    measurement). Unguarded observations are recorded but never move the chunk.
-    """
-
-    interval_s: float
-    guarded: bool
-    saturated: bool = True
-    """Did the measured step's prefill fill its cap? Only then may anti-windup grow ``C``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What the scheduler should do this step.
-
-    ``cap`` is the prefill-token cap for a mixed step, ``None`` for an unrestricted one, 0 to defer
-    the step's prefill (decodes only, as a cadence does). ``updated`` says whether an observation
-    moved the controller's state before this decision.
-    """
-
-    cap: int | None
-    updated: bool
-
-    def log_fields(self) -> Mapping[str, Any] | None:
-        """The controller's own fields of this decision for the step log (None: none); a controller's
-        decision subclass names them."""
-        return None
 
 
 _UNRESTRICTED = Decision(cap=None, updated=False)
@@ -87,6 +53,10 @@ class DLFPController:
     def __init__(self, params: DLFPParams) -> None:
         self.params = params
         self.chunk = float(params.chunk_init)
+
+    @classmethod
+    def from_params(cls, params: DLFPParams) -> DLFPController:
+        return cls(params)
 
     def decide(self, ctx: StepContext) -> Decision:
         """Plan one step. Only a mixed step is capped; only a guarded cycle adapts ``C``,

@@ -10,12 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from dlfp.control.errors import DLFPConfigError
 from dlfp.control.registry import NAMES, REGISTRY
 
 SIGNALS = ("schedule", "completion")
 """Feedback signals: ``schedule`` is the paper's scheduler-call interval; ``completion``
 is the model-execution completion cadence (the completion-timed controller)."""
+class DLFPConfigError(ValueError):
+    """A DLFP parameter is unknown, of the wrong type or out of range."""
+
+
 CONTROLLERS = NAMES
 """What sizes a mixed step: a name of :mod:`dlfp.control.registry` (``law``: the paper's proportional
 feedback on one interval; ``slo``: an online step-cost fit solved for the ITL SLO, trimmed by tail feedback)."""

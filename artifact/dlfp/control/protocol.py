@@ -22,7 +22,39 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from dlfp.control.law import Decision, Observation
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One measured interval and whether it came from a guarded cycle.
+
+    A cycle is guarded when the step the interval measures really mixed prefill and
+    decode and the step being planned mixes them too (no mode switch inside the
+    measurement). Unguarded observations are recorded but never move the chunk.
+    """
+
+    interval_s: float
+    guarded: bool
+    saturated: bool = True
+    """Did the measured step's prefill fill its cap? Only then may anti-windup grow ``C``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the scheduler should do this step.
+
+    ``cap`` is the prefill-token cap for a mixed step, ``None`` for an unrestricted one, 0 to defer
+    the step's prefill (decodes only, as a cadence does). ``updated`` says whether an observation
+    moved the controller's state before this decision.
+    """
+
+    cap: int | None
+    updated: bool
+
+    def log_fields(self) -> Mapping[str, Any] | None:
+        """The controller's own fields of this decision for the step log (None: none); a controller's
+        decision subclass names them."""
+        return None
+
 
 BATCH = "batch"
 """A controller that reads :attr:`StepContext.decode_context` and :attr:`StepContext.prefill_context`."""

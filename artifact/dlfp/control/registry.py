@@ -1,23 +1,18 @@
 """Every controller by name: the ``controller`` parameter's values, and how each is built.
 
-Adding a controller is one module (a class with :class:`~dlfp.control.protocol.Controller`'s shape)
-and one entry here; the parameters' validation, their reference table and the scheduler glue read
-this table, and the glue names no controller.
+Adding a controller is one module (a class with :class:`~dlfp.control.protocol.Controller`'s shape and
+a ``from_params`` constructor) and one entry here; the parameters' validation, their reference table,
+the studies' SLO levels and the figures' families read this table, and the scheduler glue names no
+controller. An entry names its class by path (``module:Class``, as vLLM names a ``scheduler_cls``) and
+is imported when first built, so the parameters can read the table without importing every
+controller, and a controller's module can read the parameters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from dlfp.control.deadline import DeadlineController
-from dlfp.control.law import DLFPController
-from dlfp.control.slo import SLOController, slo_params_from
-
-if TYPE_CHECKING:
-    from dlfp.control.params import DLFPParams
-    from dlfp.control.protocol import Controller
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +20,8 @@ class Entry:
     """One registered controller."""
 
     name: str
-    build: Callable[[DLFPParams], Controller]
+    cls: str
+    """``module:Class`` of a class whose ``from_params(params)`` builds the controller."""
     family: str
     """The figures' family of an arm that runs it (:mod:`dlfp.analysis.families`)."""
     doc: str
@@ -33,21 +29,27 @@ class Entry:
     slos: tuple[str, ...] = ("itl_slo_ms",)
     """The SLO parameters it reads: a study that holds an SLO level gives it these."""
 
+    def build(self, params: Any) -> Any:
+        """The controller (a :class:`~dlfp.control.protocol.Controller`) for validated ``DLFPParams``
+        (untyped here: the parameters and the controllers import this table, not the other way round)."""
+        module, _, name = self.cls.partition(":")
+        return getattr(importlib.import_module(module), name).from_params(params)
+
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in (
-    Entry("law", DLFPController, "DLFP law",
+    Entry("law", "dlfp.control.law:DLFPController", "DLFP law",
           "the paper's law: proportional feedback on one observed interval"),
-    Entry("slo", lambda p: SLOController(slo_params_from(p)), "SLO controller",
+    Entry("slo", "dlfp.control.slo:SLOController", "SLO controller",
           "an online step-cost fit solved for itl_slo_ms, trimmed by tail feedback"),
-    Entry("deadline", DeadlineController.from_params, "deadline controller",
-          "the slo controller's chunk, or the engine's budget where the prompts' ttft_slo_ms deadlines need "
-          "it and the P99 ITL can afford the slow step", slos=("itl_slo_ms", "ttft_slo_ms")),
+    Entry("deadline", "dlfp.control.deadline:DeadlineController", "deadline controller",
+          "the slo controller's chunk, or a bigger one where the prompts' ttft_slo_ms deadlines need it and "
+          "the P99 ITL can afford the slow step", slos=("itl_slo_ms", "ttft_slo_ms")),
 )}
 """The controllers, in the order the reference lists them."""
 
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 
 
-def build(params: DLFPParams) -> Controller:
-    """A fresh controller of the kind ``params.controller`` names (validated against :data:`NAMES`)."""
+def build(params: Any) -> Any:
+    """A fresh controller of the kind ``params.controller`` names (validated against :data:`REGISTRY`)."""
     return REGISTRY[params.controller].build(params)

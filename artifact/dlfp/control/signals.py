@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlfp.control.law import Observation
+from dlfp.control.protocol import Observation
 
 EXEC_DONE = "exec_done"
 """``complete_source`` of a step whose completion time is the executor's stamp (``exec_done_t``)."""

@@ -46,15 +46,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from dlfp.control.errors import DLFPConfigError
-from dlfp.control.law import Decision
-from dlfp.control.protocol import BATCH, CompletedStep, StepContext
+from dlfp.control.params import DLFPConfigError, DLFPParams
+from dlfp.control.protocol import BATCH, CompletedStep, Decision, StepContext
 from dlfp.control.stepcost import StepCostModel
-
-if TYPE_CHECKING:
-    from dlfp.control.params import DLFPParams
 
 INITIAL_MARGIN = 0.9
 """The budget starts at ``INITIAL_MARGIN x setpoint x SLO``: feedback grows it when the tail allows."""
@@ -209,6 +205,10 @@ class SLOController:
     needs: ClassVar[frozenset[str]] = frozenset({BATCH})
     __slots__ = ("_cold_caps", "_cold_i", "_d_mean", "_prev_done_t", "_updated", "budget_s", "chunk",
                  "model", "params", "tail_s")
+
+    @classmethod
+    def from_params(cls, params: DLFPParams) -> SLOController:
+        return cls(slo_params_from(params))
 
     def __init__(self, params: SLOParams) -> None:
         self.params = params

@@ -16,7 +16,8 @@ where no single fixed chunk does. Two measures, both from the arms table of a ru
   TTFT above that, one that misses it is marked so. A fixed budget that is best on one target and
   misses the objective on another is the failure an adaptive controller is meant to avoid.
 
-Pure pandas over :func:`dlfp.analysis.tables.arms_table` rows.
+Pure pandas over :func:`dlfp.analysis.tables.arms_table` rows; the frontier itself
+(:func:`~dlfp.analysis.pareto.frontier`, ``ITL``, ``TTFT``) lives with the figure that draws it.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from typing import Any
 import pandas as pd
 
 from dlfp.analysis.families import family, kind
+from dlfp.analysis.pareto import ITL, TTFT
+from dlfp.analysis.pareto import frontier as frontier  # the study's public name, kept
 from dlfp.analysis.runs import RunData, stall_threshold_s
 from dlfp.analysis.tables import arms_table
 from dlfp.trials.arms import REFERENCE
 
-ITL, TTFT = "P99 ITL (ms)", "P99 TTFT (ms)"
 REGRET = "ITL regret vs best fixed budget at equal TTFT (ms)"
 TTFT_TOLERANCE = 0.05
 """A fixed budget is *at equal TTFT* with an arm when its P99 TTFT is at most this share above the
@@ -51,20 +53,6 @@ NEAR_PCT = 100 * TTFT_TOLERANCE
 many percentage points of the goal's line (or this share of the ITL objective): two trials' means of
 arms that prefill alike differ by about as much (:data:`TTFT_TOLERANCE`), so a rerun may put it on
 the other side. The verdicts are on the runs' means; this says which of them are that close."""
-
-
-def frontier(points: pd.DataFrame) -> pd.DataFrame:
-    """The Pareto-efficient points, by TTFT: those no other point dominates (no larger TTFT and no
-    larger ITL, one of them smaller). Of points equal in both, the first is kept: a duplicate adds
-    nothing to the line. Each kept point is picked by position, so repeated index labels (tables
-    concatenated across runs) do not duplicate rows; a point missing either number is on no frontier."""
-    ordered = points.dropna(subset=[TTFT, ITL]).sort_values([TTFT, ITL], kind="stable")
-    best, keep = math.inf, []
-    for pos, itl in enumerate(ordered[ITL]):
-        if itl < best:  # strictly: at equal ITL the earlier (no slower) point dominates this one
-            keep.append(pos)
-            best = itl
-    return ordered.iloc[keep]
 
 
 def regret(table: pd.DataFrame) -> pd.DataFrame:

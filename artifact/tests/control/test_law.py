@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dlfp.control.law import DLFPController, Observation, next_chunk
+from dlfp.control.law import DLFPController, next_chunk
 from dlfp.control.params import SPECS, DLFPConfigError, DLFPParams, parse_params
-from dlfp.control.protocol import StepContext
+from dlfp.control.protocol import Observation, StepContext
 
 
 def decide(controller: Any, **context: Any) -> Any:

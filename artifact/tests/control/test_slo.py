@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlfp.control.law import Decision, Observation
 from dlfp.control.params import DLFPConfigError, DLFPParams
-from dlfp.control.protocol import CompletedStep, StepContext
+from dlfp.control.protocol import CompletedStep, Decision, Observation, StepContext
 from dlfp.control.slo import (
     MIN_BUDGET_FRACTION,
     SLOController,

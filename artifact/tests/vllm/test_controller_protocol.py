@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 import pytest
 
 from dlfp.control import registry
-from dlfp.control.law import Decision
-from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, StepContext
+from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Decision, StepContext
 from dlfp.control.signals import spread_controller_fields
 from dlfp.control.steplog import read_step_log
 from dlfp.vllm import DLFPScheduler
@@ -38,8 +37,12 @@ class Toy:
 
     needs: ClassVar[frozenset[str]] = frozenset({BATCH, QUEUE})
 
-    def __init__(self, params: Any) -> None:
+    def __init__(self) -> None:
         self.chunk, self.contexts, self.completions, self.n = 100.0, [], [], 0
+
+    @classmethod
+    def from_params(cls, params: Any) -> Toy:
+        return cls()
 
     def decide(self, ctx: StepContext) -> Decision:
         if not ctx.mixed:
@@ -54,7 +57,7 @@ class Toy:
 
 @pytest.fixture
 def toy() -> Iterator[None]:
-    registry.REGISTRY["toy"] = registry.Entry("toy", Toy, "SLO controller", "a test's controller")
+    registry.REGISTRY["toy"] = registry.Entry("toy", f"{__name__}:Toy", "SLO controller", "a test's controller")
     try:
         yield
     finally:
