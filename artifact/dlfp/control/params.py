@@ -138,7 +138,7 @@ def _check_number(p: DLFPParams, name: str, kind: type, lo: float, hi: float, lo
 def _validate(p: DLFPParams) -> None:
     if not isinstance(p.enabled, bool):
         raise _fail("enabled", p.enabled, _allowed("enabled"))
-    if p.controller not in REGISTRY:  # read now: a controller registered later counts
+    if not isinstance(p.controller, str) or p.controller not in REGISTRY:  # read now: a later entry counts
         raise _fail("controller", p.controller, _allowed("controller"))
     _check_number(p, "itl_slo_ms", float, 0, 60000, lo_open=True)
     _check_number(p, "target_fraction", float, 0, 1, lo_open=True)
