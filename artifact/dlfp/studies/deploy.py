@@ -35,8 +35,10 @@ WORKLOADS = ("studies", "field")
 """Shipped workloads: the studies' mix (Poisson arrivals; short chats decoding while 1.5-2k-token prompts
 arrive) and the field-like one (``configs/workloads-field.yaml``: bursty arrivals, heavy-tailed chat and
 summarization lengths, long-context prompts)."""
-ARMS = ("stock", "mbt-256", "mbt-512", "mbt-1024", "mbt-2048", "cadence-2", "cadence-4", "dlfp", "dlfp-slo")
-"""Stock, the fixed budgets, the prefill cadences and the two controllers (the capacity study's names)."""
+ARMS = ("stock", "mbt-256", "mbt-512", "mbt-1024", "mbt-2048", "cadence-2", "cadence-4", "interval-2", "dlfp",
+        "dlfp-slo", "dlfp-deadline")
+"""Stock, the fixed budgets, the prefill cadences, vLLM's prefill interval with its saturation guard and the
+three controllers (the capacity study's names)."""
 DEFAULT_TRIALS = 3
 
 
