@@ -86,7 +86,7 @@ class DeadlineController:
     registered as ``deadline``."""
 
     needs: ClassVar[frozenset[str]] = frozenset({BATCH, QUEUE})
-    __slots__ = ("_bursts", "_gaps", "_over", "_prev_done_t", "chunk", "itl", "slo_s", "ttft_s")
+    __slots__ = ("_gaps", "_over", "_prev_done_t", "chunk", "itl", "slo_s", "ttft_s")
 
     def __init__(self, itl: SLOController, ttft_slo_ms: float) -> None:
         self.itl = itl
@@ -98,7 +98,6 @@ class DeadlineController:
         self._over = 0.0
         """Decayed count of those over the ITL SLO."""
         self._prev_done_t: float | None = None
-        self._bursts = 0
 
     @classmethod
     def from_params(cls, params: DLFPParams) -> DeadlineController:
@@ -120,17 +119,16 @@ class DeadlineController:
         prompts = ctx.prompts
         if prompts and ctx.now - prompts[0].deadline_s >= (SATURATED_SLOS - 1.0) * self.ttft_s:
             return DeadlineDecision(cap=None, itl_cap=base.cap, saturated=True, **fields)
-        budget = ctx.budget_tokens
+        budget = ctx.budget_tokens or max(base.cap, self.itl.params.chunk_max)  # 0: the caller did not say
         itl_cap = min(base.cap, budget)
-        need = None if base.cold else self._need(ctx, prompts, itl_cap)
+        need = None if base.cold else self._need(ctx, prompts, itl_cap, budget)
         if (base.infeasible or need is not None) and self._may_burst(ctx.decode_reqs):
-            self._bursts += 1
             cap = need if need is not None else max(itl_cap, min(budget, sum(p.remaining for p in prompts)))
             self.chunk = float(cap)
             return DeadlineDecision(cap=cap, itl_cap=itl_cap, need=need, burst=True, **fields)
         return DeadlineDecision(cap=0 if base.infeasible else itl_cap, itl_cap=itl_cap, need=need, **fields)
 
-    def _need(self, ctx: StepContext, prompts: Sequence[Prompt], itl_cap: int) -> int | None:
+    def _need(self, ctx: StepContext, prompts: Sequence[Prompt], itl_cap: int, budget: int) -> int | None:
         """The smallest chunk above ``itl_cap`` that brings the most prompts to their first token by their
         deadlines, None where none brings more than ``itl_cap`` does (it meets every deadline in reach,
         or no chunk saves another). A prompt finishes after the steps that prefill its queue's prefix,
@@ -155,7 +153,6 @@ class DeadlineController:
         best, most = None, saved(itl_cap)
         if most == len(queue):
             return None
-        budget = ctx.budget_tokens
         for chunk in sorted({min(budget, c) for r, _ in queue for c in (r, -(-r // 2))} | {budget}):
             if chunk <= itl_cap:
                 continue

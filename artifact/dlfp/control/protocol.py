@@ -95,7 +95,8 @@ class StepContext:
     prompts: Sequence[Prompt] = ()
     """The prompts still to prefill, in vLLM's order: mid-prefill first, then waiting (:data:`QUEUE` only)."""
     budget_tokens: int = 0
-    """The engine's own token budget per step (``max_num_batched_tokens``): no decision exceeds it."""
+    """The engine's own token budget per step (``max_num_batched_tokens``): no decision exceeds it (0: not
+    known to the caller; the scheduler glue always sets it)."""
 
     @property
     def mixed(self) -> bool:

@@ -164,3 +164,13 @@ def test_no_decision_exceeds_the_engine_budget(budget: int, queue: list[tuple[in
     d = mixed(ctl, loop.t, prompts, decodes=decodes, budget=budget)
     assert d.cap is None or 0 <= d.cap <= budget
     assert d.cap is not None or d.saturated
+
+
+def test_a_context_without_the_engine_budget_still_gets_the_itl_chunk() -> None:
+    """A caller that does not say the engine's budget (``budget_tokens`` 0) is not deferred by it."""
+    ctl = controller()
+    loop = Loop(ctl)
+    loop.warm()
+    d = ctl.decide(StepContext(decodes_running=True, prefill_waiting=True, decode_reqs=8, now=loop.t,
+                               prompts=(Prompt(200, loop.t + 0.2),)))
+    assert d.cap == d.itl_cap > 0 and not d.burst
