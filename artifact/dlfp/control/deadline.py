@@ -37,14 +37,13 @@ Per decision: one pass over the queued prompts and O(log budget) fit predictions
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dlfp.control.params import DLFPParams
 from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Prompt, StepContext
-from dlfp.control.slo import SLOController, SLODecision, slo_params_from, step_duration
+from dlfp.control.slo import SLOController, SLODecision, slo_params_from
 from dlfp.control.stepcost import StepCostModel
 
 ALLOWANCE = 0.5
@@ -86,7 +85,7 @@ class DeadlineController:
     registered as ``deadline``."""
 
     needs: ClassVar[frozenset[str]] = frozenset({BATCH, QUEUE})
-    __slots__ = ("_gaps", "_over", "_prev_done_t", "chunk", "itl", "slo_s", "ttft_s")
+    __slots__ = ("_gaps", "_over", "chunk", "itl", "slo_s", "ttft_s")
 
     def __init__(self, itl: SLOController, ttft_slo_ms: float) -> None:
         self.itl = itl
@@ -97,7 +96,6 @@ class DeadlineController:
         """Decayed count of decode gaps (one per decoding request per completed step)."""
         self._over = 0.0
         """Decayed count of those over the ITL SLO."""
-        self._prev_done_t: float | None = None
 
     @classmethod
     def from_params(cls, params: DLFPParams) -> DeadlineController:
@@ -172,13 +170,15 @@ class DeadlineController:
 
     def completed(self, step: CompletedStep) -> bool:
         """Count the step's decode gaps (over the SLO or not) and hand it to the ITL side, bursts to its
-        fit only."""
-        prev, done_t = self._prev_done_t, step.done_t
-        if done_t == done_t and done_t != math.inf and (prev is None or done_t > prev):
-            self._prev_done_t = done_t
-            duration = step_duration(step.schedule_t, done_t, prev, step.decode_reqs)
-            if duration is not None and step.decode_reqs > 0:
-                self._gaps = GAP_MEMORY * self._gaps + step.decode_reqs
-                self._over = GAP_MEMORY * self._over + (step.decode_reqs if duration > self.slo_s else 0)
+        fit only (their gaps exceed the budget on purpose)."""
+        itl = self.itl
+        duration = itl.duration(step)
+        if duration is None:
+            return False
+        if step.decode_reqs > 0:
+            self._gaps = GAP_MEMORY * self._gaps + step.decode_reqs
+            self._over = GAP_MEMORY * self._over + (step.decode_reqs if duration > self.slo_s else 0)
         burst = bool(step.fields and step.fields.get("burst"))
-        return self.itl.completed(step, feedback=not burst)
+        return itl.absorb(decode_reqs=step.decode_reqs, decode_context=step.decode_context,
+                          prefill_tokens=step.prefill_tokens, prefill_context=step.prefill_context,
+                          duration_s=duration, cap=step.cap, feedback=not burst)

@@ -269,20 +269,27 @@ class SLOController:
         return True
 
     def completed(self, step: CompletedStep, feedback: bool = True) -> bool:
-        """:meth:`absorb` with the duration taken from completion times (:func:`step_duration`);
-        steps must arrive in completion order (an earlier or repeated ``done_t`` is refused)."""
-        done_t, prev = step.done_t, self._prev_done_t
-        if not (done_t == done_t and done_t != math.inf) or (prev is not None and done_t <= prev):
-            self.model.rejected += 1
-            return False
-        self._prev_done_t = done_t
-        duration = step_duration(step.schedule_t, done_t, prev, step.decode_reqs)
+        """:meth:`absorb` with the duration taken from completion times (:meth:`duration`)."""
+        duration = self.duration(step)
         if duration is None:
-            self.model.rejected += 1
             return False
         return self.absorb(decode_reqs=step.decode_reqs, decode_context=step.decode_context,
                            prefill_tokens=step.prefill_tokens, prefill_context=step.prefill_context,
                            duration_s=duration, cap=step.cap, feedback=feedback)
+
+    def duration(self, step: CompletedStep) -> float | None:
+        """The duration a completed step is fitted with (:func:`step_duration`), None (counted as
+        rejected) where it has none; steps must arrive in completion order (an earlier or repeated
+        ``done_t`` is refused)."""
+        done_t, prev = step.done_t, self._prev_done_t
+        if not (done_t == done_t and done_t != math.inf) or (prev is not None and done_t <= prev):
+            self.model.rejected += 1
+            return None
+        self._prev_done_t = done_t
+        duration = step_duration(step.schedule_t, done_t, prev, step.decode_reqs)
+        if duration is None:
+            self.model.rejected += 1
+        return duration
 
     def _feedback(self, gap_s: float, decode_reqs: int, decode_context: int, saturated: bool) -> None:
         """One decode gap into the tail estimate and, once the fit is warm, the budget integrator."""

@@ -22,9 +22,8 @@ import numpy as np
 import pandas as pd
 
 from dlfp.analysis.labels import source_kind, source_line
-from dlfp.analysis.runs import load_run
 from dlfp.studies.capacity import split_arm
-from dlfp.studies.slo_fit import CONTROLLER, OVERRUN, timed_steps
+from dlfp.studies.slo_fit import CONTROLLER, OVERRUN, controller_runs, timed_steps
 
 BASE = ("D", "K", "P", "P * (Cp + P / 2)")
 """The controller's features beyond the intercept: decodes, their context, chunk tokens, chunk attention."""
@@ -44,16 +43,14 @@ def feature_rows(root: Path) -> pd.DataFrame:
     its features, the observed duration, the controller's logged prediction and whether it sized the step
     with its chunk filled."""
     frames = []
-    for manifest in sorted(Path(root).glob("*/manifest.json")):
-        run = load_run(manifest.parent, tables=("steps",), allow_partial=True,
-                       arms=lambda arm: split_arm(arm)[0] == CONTROLLER)
+    for target, run in controller_runs(root):
         for (_, arm), tables in sorted(run.tables.items()):
             if split_arm(arm)[0] != CONTROLLER:
                 continue
             st = timed_steps(tables["steps"])
             st = st[st.observed_s.notna() & (st.total_tokens > 0) & st.decode_context.notna()]
             frames.append(pd.DataFrame({
-                "target": manifest.parent.name, "source": source_line(run),
+                "target": target, "source": source_line(run),
                 "D": st.decode_reqs.astype(float), "K": st.decode_context.astype(float),
                 "P": st.prefill_tokens.astype(float), "Cp": st.prefill_context.fillna(0).astype(float),
                 "observed_s": st.observed_s, "predicted_s": st.get("predicted_s"),

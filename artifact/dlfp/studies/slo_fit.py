@@ -81,16 +81,21 @@ def fit_rows(run: RunData, target: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def study_rows(root: Path) -> pd.DataFrame:
-    """:func:`fit_rows` of every capacity run under ``root`` that ran the SLO controller (verified as
-    every trace is; only its units are read)."""
-    frames = []
+def controller_runs(root: Path) -> list[tuple[str, RunData]]:
+    """(target, run) of every capacity run under ``root``, loaded with the steps of the SLO controller's
+    units only (verified as every trace is)."""
+    out = []
     for manifest in sorted(Path(root).glob("*/manifest.json")):
         run = load_run(manifest.parent, tables=("steps",), allow_partial=True,
                        arms=lambda arm: split_arm(arm)[0] == CONTROLLER)
         if "sweep" in (run.manifest.get("design") or {}):
-            frames.append(fit_rows(run, manifest.parent.name))
-    frames = [f for f in frames if len(f)]
+            out.append((manifest.parent.name, run))
+    return out
+
+
+def study_rows(root: Path) -> pd.DataFrame:
+    """:func:`fit_rows` of every capacity run under ``root`` that ran the SLO controller."""
+    frames = [f for f in (fit_rows(run, target) for target, run in controller_runs(root)) if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
