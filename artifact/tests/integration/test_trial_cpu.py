@@ -60,7 +60,13 @@ def test_small_paired_trial(tmp_path) -> None:
         mine = [line for line in lines if unit in line]
         assert f": engine starting; 0/{n} requests" in mine[0]
         assert ": engine up after " in mine[1] and "left" in mine[1]
-        assert ": done in " in mine[-1] and 3 <= len(mine) <= 8, mine  # a few lines per arm, not one per request
+        # A few lines per arm, not one per request; after "done", at most the stock unit's warning that a busy
+        # machine made its steps cost more than the pre-flight measured (the run goes on and is flagged).
+        finished = [i for i, line in enumerate(mine) if ": done in " in line]
+        assert len(finished) == 1 and 3 <= len(mine) <= 9, mine
+        after = mine[finished[0] + 1:]
+        assert not after or (unit.startswith("trial 1/1 stock") and len(after) == 1
+                             and "did not cost what the pre-flight measured" in after[0]), mine
     assert lines[-1].startswith("[run] complete: 2 units") and lines[-1].endswith(f"engine output: {engine_log(out)}")
     log = engine_log(out).read_text().splitlines()
     headers = [line for line in log if line.startswith("===== ")]
