@@ -25,11 +25,10 @@ spends that room on purpose, on the ITL side, where the TTFT side needs it:
    Where no chunk meets the ITL budget (the decode floor already fills it), every mixed step would put
    its gaps over the SLO whatever its chunk, so it is a burst where the allowance permits and deferred
    (cap 0) where it does not, until the allowance or the saturation guard releases it.
-4. **Saturation guard** (vLLM's prefill interval has one for the same reason): when the head of the
-   queue has waited :data:`SATURATED_SLOS` TTFT SLOs, the queue is not draining and deferring its
-   work would only grow it, so the step is unrestricted, as stock would run it. Prefill is never
-   starved, an isolated prefill (no decode running) is never restricted, and no cap exceeds the
-   engine's budget.
+4. **Saturation guard**: the one every controller runs under (:mod:`dlfp.control.guard`, applied by the
+   scheduler glue): once the head of the queue has waited a whole TTFT SLO, the step is unrestricted.
+   Prefill is never starved, an isolated prefill (no decode running) is never restricted, and no cap
+   exceeds the engine's budget.
 
 Burst steps reach the step-cost fit but not the ITL budget's tail feedback: they exceed it on purpose.
 Per decision: one pass over the queued prompts and O(log budget) fit predictions.
@@ -57,8 +56,6 @@ MARGIN_STEPS = 1.0
 """Decode-floor steps reserved before a deadline: the output path and the jitter of the fit's predictions."""
 MAX_PROMPTS = 16
 """Prompts of the queue the deadline need looks at (its head: the rest come after them in any case)."""
-SATURATED_SLOS = 2.0
-"""The queue is saturated when its head has waited this many TTFT SLOs (its deadline one SLO past)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +69,10 @@ class DeadlineDecision(SLODecision):
     fit is cold)."""
     burst: bool = False
     """The step got the engine's budget, spending ITL allowance for the deadlines."""
-    saturated: bool = False
-    """The saturation guard ran the step unrestricted."""
 
     def log_fields(self) -> Mapping[str, Any]:
         return {"budget_s": self.budget_s, "predicted_s": self.predicted_s, "infeasible": self.infeasible,
-                "itl_cap": self.itl_cap, "need": self.need, "burst": self.burst, "saturated": self.saturated}
+                "itl_cap": self.itl_cap, "need": self.need, "burst": self.burst}
 
 
 class DeadlineController:
@@ -85,12 +80,11 @@ class DeadlineController:
     registered as ``deadline``."""
 
     needs: ClassVar[frozenset[str]] = frozenset({BATCH, QUEUE})
-    __slots__ = ("_gaps", "_over", "chunk", "itl", "slo_s", "ttft_s")
+    __slots__ = ("_gaps", "_over", "chunk", "itl", "slo_s")
 
-    def __init__(self, itl: SLOController, ttft_slo_ms: float) -> None:
+    def __init__(self, itl: SLOController) -> None:
         self.itl = itl
         self.slo_s = itl.params.slo_s
-        self.ttft_s = ttft_slo_ms / 1000.0
         self.chunk = itl.chunk
         self._gaps = 0.0
         """Decayed count of decode gaps (one per decoding request per completed step)."""
@@ -99,7 +93,7 @@ class DeadlineController:
 
     @classmethod
     def from_params(cls, params: DLFPParams) -> DeadlineController:
-        return cls(SLOController(slo_params_from(params)), float(params.ttft_slo_ms))
+        return cls(SLOController(slo_params_from(params)))  # the deadlines come with the prompts
 
     @property
     def model(self) -> StepCostModel:
@@ -115,8 +109,6 @@ class DeadlineController:
         if base.cap is None:  # not mixed, or control off
             return DeadlineDecision(cap=None, **fields)
         prompts = ctx.prompts
-        if prompts and ctx.now - prompts[0].deadline_s >= (SATURATED_SLOS - 1.0) * self.ttft_s:
-            return DeadlineDecision(cap=None, itl_cap=base.cap, saturated=True, **fields)
         budget = ctx.budget_tokens or max(base.cap, self.itl.params.chunk_max)  # 0: the caller did not say
         itl_cap = min(base.cap, budget)
         need = None if base.cold else self._need(ctx, prompts, itl_cap, budget)

@@ -76,7 +76,9 @@ SPECS: tuple[ParamSpec, ...] = (
               "the waiting queue (1: off). Not with prefill_every."),
     ParamSpec("ttft_slo_ms", 1000.0, "ms", "(0, 3600000]",
               "Time-to-first-token SLO: a prompt's first token is due this long after the scheduler first sees "
-              "it (read by controllers that plan to prompts' deadlines, deadline)."),
+              "it (read by controllers that plan to prompts' deadlines, deadline). Also the saturation guard of "
+              "every controller: once the oldest prompt still to prefill has waited this long, the queue is not "
+              "draining and the step runs unrestricted, so no controller starves prefill."),
     ParamSpec("step_log", None, "path", "null or a file path",
               "JSON-lines file for per-step records (appended; null: no records)."),
 )
@@ -111,6 +113,12 @@ class DLFPParams:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    @property
+    def ttft_slo_s(self) -> float:
+        """The TTFT SLO in seconds: each prompt's deadline after the scheduler first sees it, and the wait
+        at which the saturation guard releases a step."""
+        return self.ttft_slo_ms / 1000.0
 
     @property
     def target_interval_s(self) -> float:

@@ -61,6 +61,9 @@ class StepRecord:
     deferred: bool = False
     """Did the prefill cadence (``prefill_every``) hold this step's prefill back while decodes ran?
     Older logs lack it: no cadence, never deferred."""
+    saturated: bool = False
+    """Did the saturation guard (:mod:`dlfp.control.guard`) run this step unrestricted against the
+    controller's cap or deferral? Older logs lack it: never."""
     decode_context: int | None = None
     """Context tokens of the step's decoding requests, in all (controllers that read the batch only:
     None otherwise)."""

@@ -62,6 +62,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from dlfp import __version__
 from dlfp.control import registry
+from dlfp.control.guard import saturated
 from dlfp.control.params import DLFPConfigError, DLFPParams, parse_params
 from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Prompt, StepContext
 from dlfp.control.signals import StepRecord, StepTracker
@@ -229,6 +230,12 @@ class _DLFPMixin:
                           budget_tokens=self._base_budget)
         decision = self.dlfp_controller.decide(ctx)
         cap = decision.cap
+        # The saturation guard (dlfp.control.guard), for every controller: a capped or deferred step whose
+        # queue head has waited a whole TTFT SLO runs unrestricted. The cadence's own deferral is not a
+        # controller's and keeps its schedule (the cadence baseline is the one without a guard).
+        released = cap is not None and not deferred and saturated(self._oldest_wait(now), self.dlfp_params.ttft_slo_s)
+        if released:
+            cap = None
         if cap == 0 and not deferred:
             # The controller defers this step's prefill: where a decode really runs in its place; where
             # none would (async vLLM skips them all), the step runs unrestricted rather than empty.
@@ -264,7 +271,7 @@ class _DLFPMixin:
             decode_reqs=len(out.num_scheduled_tokens) - prefill_reqs,
             total_tokens=out.total_num_scheduled_tokens, cap=cap,
             signal_s=None if obs is None else obs.interval_s, guarded=decision.updated,
-            target_s=target_s, chunk=self.dlfp_controller.chunk, deferred=deferred,
+            target_s=target_s, chunk=self.dlfp_controller.chunk, deferred=deferred, saturated=released,
             decode_context=decode_context, prefill_context=prefill_context,
             controller=None if (own := decision.log_fields()) is None else dict(own),
         )
@@ -283,20 +290,30 @@ class _DLFPMixin:
         head = next(iter(prefilling), None) or next(iter(self.waiting), None)
         return total - inflight, 0 if head is None else head.num_computed_tokens
 
-    def _prompts(self, now: float) -> tuple[Prompt, ...]:
-        """The prompts still to prefill (mid-prefill first, then waiting, in vLLM's order), each with its
-        remaining tokens and its TTFT deadline: when this scheduler first saw it, on its own clock (a
-        request's ``arrival_time`` is the frontend's wall clock, not this one), plus ``ttft_slo_ms``."""
+    def add_request(self, request: Any) -> None:
+        """vLLM's, after noting when this scheduler first saw the request, on its own clock (a request's
+        ``arrival_time`` is the frontend's wall clock, not this one): its TTFT deadline and its wait."""
         seen = self._first_seen
-        ttft_s = self.dlfp_params.ttft_slo_ms / 1000.0
-        out = []
-        for r in (*self._inflight_prefills, *self.waiting):
-            first = seen.setdefault(r.request_id, now)
-            out.append(Prompt(remaining=max(0, r.num_prompt_tokens - r.num_computed_tokens), deadline_s=first + ttft_s))
-        if len(seen) > 2 * len(out) + 64:  # forget requests that left prefill
+        seen.setdefault(request.request_id, self.clock())
+        if len(seen) > 2 * (len(self.waiting) + len(self._inflight_prefills)) + 256:  # forget prefilled ones
             live = {r.request_id for r in (*self._inflight_prefills, *self.waiting)}
             self._first_seen = {k: v for k, v in seen.items() if k in live}
-        return tuple(out)
+            self._first_seen[request.request_id] = seen[request.request_id]
+        super().add_request(request)
+
+    def _oldest_wait(self, now: float) -> float | None:
+        """How long the prompt at the head of the prefill queue (a mid-prefill request, else the head of the
+        waiting queue: vLLM's order) has waited since this scheduler first saw it; None where none waits."""
+        head = next(iter(self._inflight_prefills), None) or next(iter(self.waiting), None)
+        return None if head is None else now - self._first_seen.setdefault(head.request_id, now)
+
+    def _prompts(self, now: float) -> tuple[Prompt, ...]:
+        """The prompts still to prefill (mid-prefill first, then waiting, in vLLM's order), each with its
+        remaining tokens and its TTFT deadline: when this scheduler first saw it plus ``ttft_slo_ms``."""
+        seen, ttft_s = self._first_seen, self.dlfp_params.ttft_slo_s
+        return tuple(Prompt(remaining=max(0, r.num_prompt_tokens - r.num_computed_tokens),
+                            deadline_s=seen.setdefault(r.request_id, now) + ttft_s)
+                     for r in (*self._inflight_prefills, *self.waiting))
 
     def _schedule_deferred(self) -> SchedulerOutput:
         """A decodes-only step through vLLM's prefill deferral (module docstring): its capacity-bound

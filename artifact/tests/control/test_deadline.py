@@ -23,8 +23,8 @@ def plant_s(decodes: int, prefill: int) -> float:
     return A + B * decodes + E * prefill
 
 
-def controller(itl_ms: float = 20.0, ttft_ms: float = 200.0) -> DeadlineController:
-    return DeadlineController(SLOController(SLOParams(itl_slo_ms=itl_ms)), ttft_ms)
+def controller(itl_ms: float = 20.0) -> DeadlineController:
+    return DeadlineController(SLOController(SLOParams(itl_slo_ms=itl_ms)))
 
 
 class Loop:
@@ -55,7 +55,7 @@ def test_it_is_registered_and_reads_both_slos() -> None:
     from dlfp.control import registry
 
     c = registry.build(DLFPParams(controller="deadline", itl_slo_ms=30.0, ttft_slo_ms=400.0))
-    assert isinstance(c, DeadlineController) and c.ttft_s == 0.4 and c.slo_s == 0.03
+    assert isinstance(c, DeadlineController) and c.slo_s == 0.03
     assert registry.REGISTRY["deadline"].slos == ("itl_slo_ms", "ttft_slo_ms")
 
 
@@ -65,7 +65,7 @@ def test_no_decodes_or_no_prefill_is_unrestricted() -> None:
     for decodes, waiting in ((False, True), (True, False), (False, False)):
         d = ctl.decide(StepContext(decodes_running=decodes, prefill_waiting=waiting, decode_reqs=8,
                                    prompts=(Prompt(1000, 0.1),), budget_tokens=8192))
-        assert d.cap is None and not d.burst and not d.saturated
+        assert d.cap is None and not d.burst
 
 
 def test_deadlines_the_itl_chunk_meets_get_it() -> None:
@@ -99,15 +99,6 @@ def test_a_deadline_no_chunk_can_make_is_given_up() -> None:
     loop.warm()
     d = mixed(ctl, loop.t, [Prompt(4000, loop.t + 0.080)])
     assert not d.burst and d.need is None and d.cap == d.itl_cap
-
-
-def test_the_saturation_guard_runs_a_step_unrestricted() -> None:
-    ctl = controller(ttft_ms=100.0)
-    loop = Loop(ctl)
-    loop.warm()
-    head_seen = loop.t - 0.25  # waited 2.5 TTFT SLOs
-    d = mixed(ctl, loop.t, [Prompt(500, head_seen + 0.1), Prompt(500, loop.t + 0.1)])
-    assert d.saturated and d.cap is None
 
 
 def test_bursts_stay_within_the_allowance_of_the_itl_quantile() -> None:
@@ -162,8 +153,7 @@ def test_no_decision_exceeds_the_engine_budget(budget: int, queue: list[tuple[in
     loop.warm()
     prompts = [Prompt(r, loop.t + t) for r, t in queue]
     d = mixed(ctl, loop.t, prompts, decodes=decodes, budget=budget)
-    assert d.cap is None or 0 <= d.cap <= budget
-    assert d.cap is not None or d.saturated
+    assert d.cap is not None and 0 <= d.cap <= budget
 
 
 def test_a_context_without_the_engine_budget_still_gets_the_itl_chunk() -> None:

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dlfp.control import registry
+from dlfp.control.guard import saturated
 from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Decision, StepContext
 from dlfp.control.signals import spread_controller_fields
 from dlfp.control.steplog import read_step_log
@@ -163,6 +166,72 @@ def test_the_saturation_guard_releases_the_interval_when_the_queue_cannot_drain(
     assert any(b - a == 1 for a, b in itertools.pairwise(g))  # released: consecutive prefill steps
     assert all(b - a >= 4 for a, b in itertools.pairwise(c))
     assert len(g) < len(c) or g[-1] < c[-1]  # the guarded queue drains sooner
+
+
+@given(st.one_of(st.none(), st.floats(0, 1e4)), st.floats(1e-3, 1e4), st.floats(0, 1e4))
+def test_the_guard_fires_from_one_ttft_slo_of_waiting_on(wait: float | None, slo: float, more: float) -> None:
+    assert saturated(wait, slo) == (wait is not None and wait >= slo)
+    if wait is not None and saturated(wait, slo):
+        assert saturated(wait + more, slo)  # waiting longer never un-saturates the queue
+
+
+class Deferrer:
+    """Defers every mixed step's prefill (cap 0): the starkest starvation a controller can ask for."""
+
+    needs: ClassVar[frozenset[str]] = frozenset()
+    chunk = 0.0
+
+    @classmethod
+    def from_params(cls, params: Any) -> Deferrer:
+        return cls()
+
+    def decide(self, ctx: StepContext) -> Decision:
+        return Decision(cap=0 if ctx.mixed else None, updated=False)
+
+    def completed(self, step: CompletedStep) -> None:
+        pass
+
+
+STARVERS = {"law": {"controller": "law", "chunk_min": 16, "chunk_init": 16, "chunk_max": 16},  # at its floor
+            "deferrer": {"controller": "deferrer"}}
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("starver", sorted(STARVERS))
+def test_the_saturation_guard_releases_a_starving_controller_after_one_ttft_slo(
+        tmp_path, async_scheduling: bool, starver: str) -> None:
+    """The paper's law pinned at a small chunk (a machine slower than its target assumes) and a controller
+    that defers every mixed step would hold a 2000-token prompt back for as long as decodes run. On a
+    clock that advances 1 ms per reading, once the prompt has waited the TTFT SLO (40 ms) every step runs
+    unrestricted and says so in its record; with an SLO too long to reach, the controller's caps hold."""
+    registry.REGISTRY["deferrer"] = registry.Entry("deferrer", f"{__name__}:Deferrer", "SLO controller", "a test's")
+    try:
+        runs = {}
+        for ttft_ms in (40.0, 3_600_000.0):
+            log = tmp_path / f"steps-{ttft_ms:g}.jsonl"
+            s = make_scheduler(DLFPScheduler, async_scheduling=async_scheduling,
+                               dlfp={**STARVERS[starver], "ttft_slo_ms": ttft_ms, "step_log": str(log)})
+            ticks = itertools.count()
+            s.clock = lambda ticks=ticks: next(ticks) / 1000.0
+            arrivals = {0: [make_request(f"d{i}", 32, 400) for i in range(8)], 5: [make_request("long", 2000, 2)]}
+            outputs = run_to_completion(s, arrivals, async_depth=2 if async_scheduling else 1)
+            s.shutdown()
+            runs[ttft_ms] = outputs, next(iter(read_step_log(log)))[1]
+    finally:
+        del registry.REGISTRY["deferrer"]
+    (guarded, rows), (held, held_rows) = runs[40.0], runs[3_600_000.0]
+    released = [r for r in rows if r["saturated"]]
+    assert released and all(r["cap"] is None for r in released)
+    assert any(r["prefill_tokens"] > 16 and r["decode_reqs"] for r in released)  # a chunk beside the decodes
+    assert not any(r["saturated"] for r in held_rows)
+    first_release = released[0]["schedule_t"]
+    assert first_release >= 0.040  # not before the prompt could have waited an SLO
+    assert all(r["cap"] is not None for r in rows if r["decode_reqs"] and r["prefill_tokens"]
+               and r["schedule_t"] < 0.040)  # before it, the controller's caps
+    finished = {name: next(i for i, o in enumerate(out) if "long" in o.num_scheduled_tokens
+                           and sum(prompt_chunks(out[:i + 1], "long")) == 2000) for name, out in (("guarded", guarded),
+                                                                                            ("held", held))}
+    assert finished["guarded"] < 60 < 125 <= finished["held"]  # held: 16 tokens a step, or none, while decodes run
 
 
 def test_two_cadences_are_refused() -> None:
