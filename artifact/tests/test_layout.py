@@ -150,7 +150,6 @@ TESTED_THROUGH = {
     "dlfp.harness.result": "harness/test_arm.py",  # what the arm runners return, tested with them
     "dlfp.control.protocol": "vllm/test_controller_protocol.py",  # the protocol as the glue runs it
     "dlfp.control.registry": "vllm/test_controller_protocol.py",  # a controller registered and run
-    "dlfp.control.guard": "vllm/test_controller_protocol.py",  # the guard as the glue applies it
 }
 """Modules whose tests live in the file named here, which must import them (glue and test rigs)."""
 

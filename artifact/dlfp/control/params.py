@@ -76,9 +76,12 @@ SPECS: tuple[ParamSpec, ...] = (
               "the waiting queue (1: off). Not with prefill_every."),
     ParamSpec("ttft_slo_ms", 1000.0, "ms", "(0, 3600000]",
               "Time-to-first-token SLO: a prompt's first token is due this long after the scheduler first sees "
-              "it (read by controllers that plan to prompts' deadlines, deadline). Also the saturation guard of "
-              "every controller: once the oldest prompt still to prefill has waited this long, the queue is not "
-              "draining and the step runs unrestricted, so no controller starves prefill."),
+              "it (read by controllers that plan to prompts' deadlines, deadline), and the saturation guard's "
+              "wait."),
+    ParamSpec("saturation_guard", True, "-", "true or false",
+              "Once the oldest prompt still to prefill has waited ttft_slo_ms, run the step unrestricted, whatever "
+              "the controller decided, so no controller starves prefill (off: the paper's law as published, "
+              "which the artifact's paired trials reproduce)."),
     ParamSpec("step_log", None, "path", "null or a file path",
               "JSON-lines file for per-step records (appended; null: no records)."),
 )
@@ -109,6 +112,7 @@ class DLFPParams:
     prefill_every: int = 1
     prefill_interval: int = 1
     ttft_slo_ms: float = 1000.0
+    saturation_guard: bool = True
     step_log: str | None = None
 
     def __post_init__(self) -> None:
@@ -168,6 +172,8 @@ def _validate(p: DLFPParams) -> None:
         raise DLFPConfigError(f"dlfp parameters 'prefill_every' = {p.prefill_every} and 'prefill_interval' = "
                               f"{p.prefill_interval} are two cadences: set at most one above 1")
     _check_number(p, "ttft_slo_ms", float, 0, 3_600_000, lo_open=True)
+    if not isinstance(p.saturation_guard, bool):
+        raise _fail("saturation_guard", p.saturation_guard, _allowed("saturation_guard"))
     if p.step_log is not None and not (isinstance(p.step_log, str) and p.step_log):
         raise _fail("step_log", p.step_log, _allowed("step_log"))
 

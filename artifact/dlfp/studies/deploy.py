@@ -162,7 +162,7 @@ def setting(config: Any, arm: str) -> str:
     if spec.long_prefill_token_threshold:
         parts.append(f"--long-prefill-token-threshold {spec.long_prefill_token_threshold}")
     if own.dlfp is not None:
-        dlfp = {**config.dlfp, **own.dlfp}
+        dlfp = config.arm_dlfp(arm)
         parts.append(f"--scheduler-cls dlfp.vllm.DLFPScheduler --additional-config '{json.dumps({'dlfp': dlfp})}'")
     return " ".join(parts)
 

@@ -105,14 +105,16 @@ CADENCE_ARMS: list[dict[str, Any]] = [
 """The prefill-cadence baseline (issue 20): prefill admitted only every N-th step while decodes run,
 with stock's chunks (control off) and combined with the fixed cap on mixed steps (no ``stock``: it
 joins a list that has one)."""
-SLO_CONTROLLER_ARM: dict[str, Any] = {"name": "dlfp-slo", "dlfp": {"controller": "slo"}}
+SLO_CONTROLLER_ARM: dict[str, Any] = {"name": "dlfp-slo", "dlfp": {"controller": "slo", "saturation_guard": True}}
 """The SLO controller (issue 21, :mod:`dlfp.control.slo`) at its defaults; its ``itl_slo_ms`` is the
-run's, as every DLFP arm's."""
+run's, as every DLFP arm's. With the saturation guard (:mod:`dlfp.control.guard`), as the plug-in's
+default: a trial config's base ``dlfp`` block holds it off for the paper's law."""
 BASELINE_ARMS: list[dict[str, Any]] = [*PAPER_BASELINE_ARMS, *CADENCE_ARMS, SLO_CONTROLLER_ARM]
 """Every arm of the baselines study; the study's text (module docstring) says what each is."""
 
-DEADLINE_ARM: dict[str, Any] = {"name": "dlfp-deadline", "dlfp": {"controller": "deadline"}}
-"""The deadline controller (issue 39, :mod:`dlfp.control.deadline`) at its defaults: both SLOs, the run's."""
+DEADLINE_ARM: dict[str, Any] = {"name": "dlfp-deadline", "dlfp": {"controller": "deadline", "saturation_guard": True}}
+"""The deadline controller (issue 39, :mod:`dlfp.control.deadline`) at its defaults: both SLOs, the run's,
+and the saturation guard, as :data:`SLO_CONTROLLER_ARM`."""
 INTERVAL_EVERY = (2, 33)
 """vLLM's prefill schedule interval at the values its single-engine proposal (PR 54627) found best: 2
 under bursty arrivals, 33 in steady state."""

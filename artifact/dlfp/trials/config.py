@@ -49,6 +49,11 @@ from dlfp.trials.design import DesignSpec
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 """Model precisions vLLM 0.32 takes for these models (``auto``: the checkpoint's own)."""
 DEFAULT_ARMS: list[dict[str, Any]] = [{"name": "stock"}, {"name": "dlfp", "dlfp": {}}]
+TRIAL_DLFP: dict[str, Any] = {"saturation_guard": False}
+"""What a trial's arms run with unless the config's ``dlfp`` or the arm's says otherwise: the paper's law as
+published had no saturation guard (:mod:`dlfp.control.guard`), the artifact's trials reproduce it, and every
+run committed before the guard existed ran without one (so its manifest reads back as it ran). The plug-in's
+own default is on; the controller arms of the studies turn it on."""
 
 CPU_DEFAULT: dict[str, Any] = {
     "name": "cpu-default",
@@ -131,8 +136,13 @@ class TrialConfig:
         off, which is how a prefill-cadence baseline (``prefill_every``) keeps stock's chunks."""
         a = self.arm(arm)
         enabled = False if a.dlfp is None else a.dlfp.get("enabled", True)
-        params = {**self.dlfp, **(a.dlfp or {}), "enabled": enabled}
+        params = {**self.arm_dlfp(arm), "enabled": enabled}
         return EngineSpec(**{**arm_engine(self.engine.__dict__, a.engine), "dlfp": params})
+
+    def arm_dlfp(self, arm: str) -> dict[str, Any]:
+        """The DLFP parameters an arm runs with, as one writes them in ``additional_config["dlfp"]`` (the
+        runner adds ``enabled``): :data:`TRIAL_DLFP`, then the config's, then the arm's."""
+        return {**TRIAL_DLFP, **self.dlfp, **(self.arm(arm).dlfp or {})}
 
     def arm_label(self, arm: str) -> str:
         """:attr:`ArmSpec.label`, plus the ``max_num_seqs`` the arm ran with when :func:`arm_engine`

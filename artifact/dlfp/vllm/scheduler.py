@@ -233,7 +233,8 @@ class _DLFPMixin:
         # The saturation guard (dlfp.control.guard), for every controller: a capped or deferred step whose
         # queue head has waited a whole TTFT SLO runs unrestricted. The cadence's own deferral is not a
         # controller's and keeps its schedule (the cadence baseline is the one without a guard).
-        released = cap is not None and not deferred and saturated(self._oldest_wait(now), self.dlfp_params.ttft_slo_s)
+        released = (cap is not None and not deferred and self.dlfp_params.saturation_guard
+                    and saturated(self._oldest_wait(now), self.dlfp_params.ttft_slo_s))
         if released:
             cap = None
         if cap == 0 and not deferred:

@@ -94,7 +94,7 @@ def test_cadence_arms_parse_as_arms_of_a_study_config() -> None:
     for target in ("cpu-tiny", "a100-qwen3-8b"):
         cfg = plans.parse_config(plans.target_config(target, {"arms": plans.BASELINE_ARMS}))
         assert cfg.arm_names[-5:-1] == ("cadence-2", "cadence-4", "cadence-8", "cadence-4-cap")
-        assert cfg.arm("dlfp-slo").dlfp == {"controller": "slo"}
+        assert cfg.arm("dlfp-slo").dlfp == {"controller": "slo", "saturation_guard": True}
         for name in cfg.arm_names[-5:-1]:
             assert kind(cfg.arm(name)) == "cadence"
             assert cfg.engine_for(name).dlfp["prefill_every"] in (2, 4, 8)
@@ -121,7 +121,8 @@ def test_the_capacity_plan_runs_every_arm_at_every_load_and_slo_arms_per_level()
         # An arm's loads are consecutive (one engine serves them), the plain stock is the lowest load's.
         names = cfg.arm_names
         assert names[:len(LOADS)] == ("stock", *(f"stock_{lv}" for lv in LOADS[1:]))
-        assert cfg.arm("dlfp-slo.tight_0.6").dlfp == {"controller": "slo", "itl_slo_ms": "@itl_slo_tight"}
+        assert cfg.arm("dlfp-slo.tight_0.6").dlfp == {"controller": "slo", "saturation_guard": True,
+                                                      "itl_slo_ms": "@itl_slo_tight"}
         assert cfg.arm("dlfp-slo.tight_0.6").load == 0.6 and cfg.arm("stock").load is None
     known = {a["name"] for a in plans.CAPACITY_FIXED_ARMS + plans.SLO_ARMS}
     assert not (set(plans.CPU_CAPACITY_ARMS) | set(plans.FIELD_CAPACITY_ARMS)) - known

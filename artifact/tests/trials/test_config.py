@@ -88,8 +88,8 @@ def test_dlfp_and_arms_are_replaced_whole() -> None:
     cfg = parse_config({"dlfp": {"gain": 1.0}, "arms": [{"name": "stock"}, {"name": "fast", "dlfp": {"gain": 2}}]})
     assert cfg.dlfp == {"gain": 1.0} and cfg.arm_names == ("stock", "fast")
     # The arm's parameters win over the common ones; DLFP is on for it and off for stock.
-    assert cfg.engine_for("fast").dlfp == {"gain": 2, "enabled": True}
-    assert cfg.engine_for("stock").dlfp == {"gain": 1.0, "enabled": False}
+    assert cfg.engine_for("fast").dlfp == {"saturation_guard": False, "gain": 2, "enabled": True}
+    assert cfg.engine_for("stock").dlfp == {"saturation_guard": False, "gain": 1.0, "enabled": False}
 
 
 def test_seeds_default_to_the_trial_indices_or_are_taken_as_given() -> None:
@@ -223,7 +223,8 @@ def test_arms_with_engine_overrides_and_their_labels() -> None:
                                              {"max_num_batched_tokens": 512, "long_prefill_token_threshold": 256})
     engine = cfg.engine_for("chunked-512")
     assert (engine.max_num_batched_tokens, engine.long_prefill_token_threshold) == (512, 256)
-    assert engine.dlfp == {"enabled": False} and cfg.engine_for("stock").max_num_batched_tokens == 4096
+    assert engine.dlfp == {"saturation_guard": False, "enabled": False}
+    assert cfg.engine_for("stock").max_num_batched_tokens == 4096
     assert [cfg.arm_label(a) for a in cfg.arm_names] == [
         "stock vLLM", "DLFP", "DLFP(chunk_max=512, gain=1.0)",
         "long_prefill_token_threshold=256, max_num_batched_tokens=512"]
@@ -246,6 +247,21 @@ def test_merge_is_deep_for_mappings_and_replaces_anything_else() -> None:
     out["new"][0]["k"] = 99
     assert base == base_copy and over == over_copy  # the result shares nothing with its inputs
     assert merge(base, {}) == base and merge({}, over) == over
+
+
+def test_trial_arms_run_the_paper_law_without_the_saturation_guard_unless_they_ask() -> None:
+    """The paper's law as published had no guard, so a trial's arms run without it; the config or an arm
+    turns it on (the plug-in's own default is on)."""
+    from dlfp.control.params import DLFPParams
+
+    assert DLFPParams().saturation_guard is True
+    cfg = parse_config({"arms": [{"name": "stock"}, {"name": "dlfp", "dlfp": {}},
+                                 {"name": "slo", "dlfp": {"controller": "slo", "saturation_guard": True}}]})
+    assert cfg.engine_for("dlfp").dlfp["saturation_guard"] is False
+    assert cfg.engine_for("slo").dlfp["saturation_guard"] is True
+    assert cfg.arm_dlfp("slo") == {"saturation_guard": True, "controller": "slo"}
+    on = parse_config({"dlfp": {"saturation_guard": True}})
+    assert on.engine_for("dlfp").dlfp["saturation_guard"] is True
 
 
 def test_with_overrides_merges_and_validates_again() -> None:
@@ -310,8 +326,9 @@ def test_an_arm_may_turn_control_off_and_keep_its_other_parameters() -> None:
     cadence = ArmSpec("cadence-4", {"enabled": False, "prefill_every": 4}, {})
     capped = ArmSpec("cadence-4-cap", {"chunk_min": 64, "chunk_max": 64, "chunk_init": 64, "prefill_every": 4}, {})
     cfg = dataclasses.replace(base, arms=(*base.arms, cadence, capped))
-    assert cfg.engine_for("cadence-4").dlfp == {"gain": 1.0, "enabled": False, "prefill_every": 4}
+    assert cfg.engine_for("cadence-4").dlfp == {"saturation_guard": False, "gain": 1.0, "enabled": False,
+                                                "prefill_every": 4}
     assert cfg.engine_for("cadence-4-cap").dlfp["enabled"] is True
     assert cfg.engine_for("cadence-4-cap").dlfp["prefill_every"] == 4
-    assert cfg.engine_for("dlfp").dlfp == {"gain": 1.0, "enabled": True}
-    assert cfg.engine_for("stock").dlfp == {"gain": 1.0, "enabled": False}
+    assert cfg.engine_for("dlfp").dlfp == {"saturation_guard": False, "gain": 1.0, "enabled": True}
+    assert cfg.engine_for("stock").dlfp == {"saturation_guard": False, "gain": 1.0, "enabled": False}

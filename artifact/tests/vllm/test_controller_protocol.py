@@ -13,11 +13,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from dlfp.control import registry
-from dlfp.control.guard import saturated
 from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Decision, StepContext
 from dlfp.control.signals import spread_controller_fields
 from dlfp.control.steplog import read_step_log
@@ -166,13 +163,6 @@ def test_the_saturation_guard_releases_the_interval_when_the_queue_cannot_drain(
     assert any(b - a == 1 for a, b in itertools.pairwise(g))  # released: consecutive prefill steps
     assert all(b - a >= 4 for a, b in itertools.pairwise(c))
     assert len(g) < len(c) or g[-1] < c[-1]  # the guarded queue drains sooner
-
-
-@given(st.one_of(st.none(), st.floats(0, 1e4)), st.floats(1e-3, 1e4), st.floats(0, 1e4))
-def test_the_guard_fires_from_one_ttft_slo_of_waiting_on(wait: float | None, slo: float, more: float) -> None:
-    assert saturated(wait, slo) == (wait is not None and wait >= slo)
-    if wait is not None and saturated(wait, slo):
-        assert saturated(wait + more, slo)  # waiting longer never un-saturates the queue
 
 
 class Deferrer:
