@@ -1,13 +1,18 @@
 """Benchmark: DLFP's per-step scheduler time over stock vLLM's, side by side in one run.
 
-Three schedulers, stock, DLFP with the paper's law (``dlfp``) and with the SLO controller
-(``dlfp-slo``), run the same steps on a weightless model config with fabricated model outputs
-(:mod:`dlfp.vllm.direct`), interleaved in short rounds (two steps per arm by default) so that machine
-drift and other load hit all alike, timed on the thread's CPU clock by default. Two times are
-taken per step: the ``schedule()`` call, and ``schedule()`` plus ``update_from_output`` (where the
-SLO controller's step-cost fit runs, so its cost shows there). Two scenarios at ``--running``
-requests: ``decode`` (all running requests decoding) and ``mixed`` (the same plus a long prompt
-being prefilled, so DLFP caps every step).
+Four schedulers, stock, DLFP with the paper's law (``dlfp``), with the SLO controller (``dlfp-slo``)
+and with the deadline controller (``dlfp-deadline``: the SLO controller's fit, a pass over the prompts
+still to prefill, the saturation guard), plus a second stock scheduler (``stock-b``), run the same steps
+on a weightless model config with fabricated model outputs (:mod:`dlfp.vllm.direct`), interleaved in
+short rounds (two steps per arm by default) in an order that rotates each round, so that machine drift,
+other load and the place in the round hit all alike, timed on the thread's CPU clock by default.
+Ratios are over the median of both stock schedulers' steps pooled, and the two stock lines are the
+benchmark's resolution: two identical schedulers differed by up to 3% here (each has its own memory
+layout; the first one built ran fastest), so a ratio within their spread is no measurable overhead.
+Two times are taken per step: the ``schedule()`` call, and ``schedule()`` plus ``update_from_output``
+(where the SLO controller's step-cost fit runs, so its cost shows there). Two scenarios at
+``--running`` requests: ``decode`` (all running requests decoding) and ``mixed`` (the same plus a long
+prompt being prefilled, so DLFP caps every step).
 """
 
 from __future__ import annotations
@@ -28,8 +33,11 @@ CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.thread_time, "wall": time.
 (the scheduler is single-threaded Python, so its cost is CPU time); ``wall``: elapsed time, which on a
 shared machine adds whatever preemption hit the step to whichever arm it hit."""
 
-ARMS: dict[str, dict[str, Any] | None] = {"stock": None, "dlfp": {}, "dlfp-slo": {"controller": "slo"}}
+ARMS: dict[str, dict[str, Any] | None] = {"stock": None, "dlfp": {}, "dlfp-slo": {"controller": "slo"},
+                                          "dlfp-deadline": {"controller": "deadline"}, "stock-b": None}
 """Benchmarked schedulers: None is vLLM's own ``Scheduler``, a mapping DLFP's with those parameters."""
+STOCK = ("stock", "stock-b")
+"""The reference: both stock schedulers' steps pooled (each ratio is over their median)."""
 
 
 def _prepare(dlfp: dict[str, Any] | None, running: int, mixed: bool) -> Any:
@@ -67,16 +75,25 @@ def _refill(s: Any, mixed: bool, counter: list[int]) -> None:
         s.add_request(make_request(f"long{counter[0]}", LONG_PROMPT, 1))
 
 
+def round_order(names: list[str], i: int) -> list[str]:
+    """The arms' order in round ``i``: each round starts one arm later, so every arm takes every place
+    equally often. The place matters by itself (the arm right after stock measured 2-3% slower than the
+    one after it, whichever scheduler it was), as much as the overheads measured here."""
+    k = i % len(names)
+    return names[k:] + names[:k]
+
+
 def measure(running: int, scenario: str, rounds: int, steps_per_round: int,
             clock: Callable[[], float] = time.thread_time) -> dict[str, dict[str, float]]:
     """Per arm of :data:`ARMS`: median and mean microseconds per step of ``schedule`` and of ``step``
-    (schedule plus update), and each median's ratio over stock's."""
+    (schedule plus update), and each median's ratio over both stock schedulers' pooled median."""
     mixed = scenario == "mixed"
     arms = {name: _prepare(dlfp, running, mixed) for name, dlfp in ARMS.items()}
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
     counters = {name: [0] for name in arms}
-    for _ in range(rounds):
-        for name, s in arms.items():
+    for i in range(rounds):
+        for name in round_order(list(arms), i):
+            s = arms[name]
             for _ in range(steps_per_round):
                 _refill(s, mixed, counters[name])
                 samples[name].append(_step(s, clock))
@@ -87,9 +104,10 @@ def measure(running: int, scenario: str, rounds: int, steps_per_round: int,
             col = [x[i] for x in xs]
             r[f"{part}_median_us"] = statistics.median(col) * 1e6
             r[f"{part}_mean_us"] = statistics.fmean(col) * 1e6
+    stock = [x for name in STOCK for x in samples[name]]  # both stock schedulers, pooled
     for r in res.values():
-        for part in ("schedule", "step"):
-            r[f"{part}_ratio"] = r[f"{part}_median_us"] / res["stock"][f"{part}_median_us"]
+        for i, part in enumerate(("schedule", "step")):
+            r[f"{part}_ratio"] = r[f"{part}_median_us"] / (statistics.median(x[i] for x in stock) * 1e6)
     return res
 
 
@@ -105,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = ("decode", "mixed") if args.scenario == "both" else (args.scenario,)
     print(f"scheduler {args.clock} time per step, {args.running} running requests, "
           f"{args.rounds} x {args.steps_per_round} interleaved steps per arm; medians in us, "
-          "ratio over stock's median")
+          "ratio over the median of both stock schedulers' steps")
     for scenario in scenarios:
         res = measure(args.running, scenario, args.rounds, args.steps_per_round, CLOCKS[args.clock])
         for name, r in res.items():
-            print(f"{scenario:>6} {name:>9}: schedule() {r['schedule_median_us']:7.1f} us "
+            print(f"{scenario:>6} {name:>13}: schedule() {r['schedule_median_us']:7.1f} us "
                   f"(ratio {r['schedule_ratio']:.3f}), schedule()+update_from_output() "
                   f"{r['step_median_us']:7.1f} us (ratio {r['step_ratio']:.3f})")
     return 0

@@ -16,7 +16,7 @@ def test_schedule_benchmark_runs(capsys, clock: str) -> None:
     lines = out.splitlines()
     for scenario in ("decode", "mixed"):
         arms = [line.split()[1].rstrip(":") for line in lines if line.split()[:1] == [scenario]]
-        assert arms == ["stock", "dlfp", "dlfp-slo"], out
+        assert arms == ["stock", "dlfp", "dlfp-slo", "dlfp-deadline", "stock-b"], out
     assert all("ratio" in line for line in lines[1:]), out
     assert f"scheduler {clock} time" in lines[0], out
 
@@ -31,3 +31,13 @@ def test_the_benchmarked_slo_arm_really_runs_its_fit() -> None:
     for _ in range(20):
         _step(s)
     assert isinstance(s.dlfp_controller, SLOController) and s.dlfp_controller.model.n >= 20
+
+
+def test_every_arm_takes_every_place_in_the_round_equally_often() -> None:
+    from dlfp.bench.schedule_overhead import ARMS, round_order
+
+    names = list(ARMS)
+    places = [round_order(names, i) for i in range(3 * len(names))]
+    assert all(sorted(p) == sorted(names) for p in places)
+    for place in range(len(names)):
+        assert sorted(p[place] for p in places) == sorted(names * 3)
