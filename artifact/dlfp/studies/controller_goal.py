@@ -1,20 +1,31 @@
 """The controller goal of issue 39 as a declared file (``configs/controller-goal.yaml``): read and
-validated here, before any run that judges it, so the goal cannot move with the result.
+validated here, before any run that judges it, so the goal cannot move with the result; and judged here
+from a capacity run's tables.
 
 Each criterion is a statement over the capacity study's target and SLO-level pairs (the file's comments
 say what each means); :func:`load_goal` refuses a file that is missing a criterion, names one it does
-not know, or sets a share or ratio outside its range.
+not know, or sets a share or ratio outside its range. :func:`judge` gives each judged arm's standing on
+each pair, criterion by criterion, and :func:`verdicts` each criterion's verdict per arm: *met*, *not
+met*, or *undecided* where a pair it needs cannot be read (a censored or single-trial ratio, no rate at
+or below the capacity). A pair counts only where its trials rank anything
+(:func:`dlfp.studies.setting.ranks`); the others are named, not counted. Every criterion can come out
+either way: each is a comparison of a measured value with the file's number.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import yaml
 
 from dlfp.paths import CONFIGS
+from dlfp.studies.capacity_ratio import compare, family_confidence
+from dlfp.studies.setting import FIXED_BUDGET, best_single_budget, judged_pairs, ranks
 
 GOAL_FILE = CONFIGS / "controller-goal.yaml"
 
@@ -83,3 +94,106 @@ def load_goal(path: Path = GOAL_FILE) -> Goal:
                 raise ValueError(f"{path}: {name}.{key} = {value!r} is outside ({lo}, {hi}]")
         built[name] = cls(**{k: float(v) for k, v in given.items()})
     return Goal(arms=tuple(arms), **built)
+
+
+MET, NOT_MET, UNDECIDED = "met", "not met", "undecided"
+YES, NO, UNREAD = "yes", "no", "cannot tell"
+"""A pair's standing on one criterion: passes, fails, or cannot be read from this run."""
+
+
+def _ttft_at_capacity(points: pd.DataFrame, arm: str, capacity: float) -> tuple[float, float, float, str]:
+    """At the highest rate swept at or below ``capacity`` (trials' means): that rate, ``arm``'s P99 TTFT
+    (ms), the lowest P99 TTFT among the arms that meet the ITL SLO there and which arm that is (NaN and ''
+    where the rate or such an arm is missing)."""
+    means = points.groupby(["arm", "load"], sort=False)[["rate_rps", "itl_p99_ms", "ttft_p99_ms", "itl_slo_ms"]].mean()
+    own = means.loc[arm] if arm in means.index.get_level_values(0) else means.iloc[:0]
+    below = own[own.rate_rps <= capacity * (1 + 1e-9)]
+    if below.empty or not capacity > 0:
+        return math.nan, math.nan, math.nan, ""
+    load = below.rate_rps.idxmax()
+    there = means.xs(load, level="load")
+    meeting = there[there.itl_p99_ms <= there.itl_slo_ms]
+    if meeting.empty:
+        return float(below.rate_rps.max()), float(own.loc[load, "ttft_p99_ms"]), math.nan, ""
+    best = str(meeting.ttft_p99_ms.idxmin())
+    return (float(below.rate_rps.max()), float(own.loc[load, "ttft_p99_ms"]), float(meeting.ttft_p99_ms.min()),
+            best)
+
+
+def _standing(ok: bool | None) -> str:
+    return UNREAD if ok is None else YES if ok else NO
+
+
+def judge(goal: Goal, table: pd.DataFrame, trials: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
+    """Per arm of ``goal`` and target and SLO level that ranks its arms and ran that arm beside a fixed
+    budget: each criterion's measured value and the pair's standing on it (:data:`YES`, :data:`NO`,
+    :data:`UNREAD`). ``table`` is the capacity table, ``trials`` each trial's capacity, ``points`` every
+    point of the sweep (:mod:`dlfp.studies.capacity`)."""
+    single = best_single_budget(table)
+    confidence = family_confidence(judged_pairs(trials), alpha=1 - goal.per_target_budget.confidence)
+    crit = goal.per_target_budget
+    rows = []
+    for (target, level), g in table.groupby(["target", "level"], sort=False):
+        pair = trials[(trials.target == target) & (trials.level == level)]
+        fixed = g[g.arm.str.startswith(FIXED_BUDGET)]
+        if fixed.empty or not ranks(pair):
+            continue
+        caps = g.set_index("arm").capacity_rps
+        best = str(fixed.sort_values("capacity_rps", ascending=False, kind="stable").arm.iloc[0])
+        for arm in goal.arms:
+            if arm not in caps.index:
+                continue
+            own = float(caps[arm])
+            vs_best = compare(pair, arm, best, confidence)
+            point = own / float(caps[best]) if caps[best] > 0 else math.nan
+            readable = vs_best.n >= 2 and not math.isnan(vs_best.lo) and not math.isnan(point)
+            budget_ok = (point >= crit.point_at_least and vs_best.lo >= crit.interval_low_at_least) if readable \
+                else (False if (not math.isnan(point) and point < crit.point_at_least) else None)
+            vs_single = own / float(caps[single]) if single in caps.index and caps[single] > 0 else math.nan
+            share = float(g.set_index("arm").share_of_bound.get(arm, math.nan))
+            rate, ttft, best_ttft, best_arm = _ttft_at_capacity(
+                points[(points.target == target) & (points.level == level)], arm, own)
+            rows.append({
+                "arm": arm, "target": target, "level": level,
+                "best budget": best, "vs best budget": point, "interval": vs_best.words(),
+                "per_target_budget": _standing(budget_ok),
+                "single budget": single or "", "vs single budget": vs_single,
+                "single_budget": _standing(None if math.isnan(vs_single)
+                                           else vs_single >= goal.single_budget.point_at_least),
+                "share of bound": share,
+                "bound": _standing(None if math.isnan(share) else share >= goal.bound.point_at_least),
+                "rate for TTFT (req/s)": rate, "P99 TTFT (ms)": ttft, "lowest P99 TTFT meeting ITL (ms)": best_ttft,
+                "lowest by": best_arm,
+                "ttft_at_capacity": _standing(None if math.isnan(best_ttft)
+                                              else ttft <= (1 + goal.ttft_at_capacity.within) * best_ttft),
+                "censored trials": vs_best.censored, "confidence": confidence,
+            })
+    return pd.DataFrame(rows)
+
+
+EVERY_PAIR = ("per_target_budget", "ttft_at_capacity")
+"""Criteria that must hold on every pair; the others on a share of them (their ``share_of_pairs``)."""
+
+
+def verdicts(goal: Goal, judged: pd.DataFrame) -> pd.DataFrame:
+    """Per arm of ``goal`` and criterion: the verdict and how many pairs passed, failed or could not be read.
+
+    On every pair (:data:`EVERY_PAIR`): met where every pair passes, not met where one fails, else
+    undecided. On a share: met where the pairs that pass already reach the share, not met where even
+    every unreadable pair passing would not, else undecided. An arm that judged no pair is undecided."""
+    rows = []
+    for arm in goal.arms:
+        mine = judged[judged.arm == arm] if len(judged) else judged
+        for name in (*EVERY_PAIR[:1], "single_budget", "bound", *EVERY_PAIR[1:]):
+            col = mine[name] if len(mine) else pd.Series(dtype=object)
+            yes, no, unread, n = int(np.sum(col == YES)), int(np.sum(col == NO)), int(np.sum(col == UNREAD)), len(col)
+            if n == 0:
+                verdict = UNDECIDED
+            elif name in EVERY_PAIR:
+                verdict = NOT_MET if no else MET if yes == n else UNDECIDED
+            else:
+                need = getattr(goal, name).share_of_pairs * n
+                verdict = MET if yes >= need else NOT_MET if yes + unread < need else UNDECIDED
+            rows.append({"arm": arm, "criterion": name, "verdict": verdict, "pairs": n, "pass": yes, "fail": no,
+                         "cannot tell": unread})
+    return pd.DataFrame(rows)

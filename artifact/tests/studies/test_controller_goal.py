@@ -1,10 +1,12 @@
 """The declared controller goal (``configs/controller-goal.yaml``): the committed file loads with the
-issue's numbers and arms the capacity plan runs; a malformed file is refused by name."""
+issue's numbers and arms the capacity plan runs; a malformed file is refused by name; each criterion
+judged per pair from a synthetic sweep, each way."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -35,3 +37,69 @@ def test_a_malformed_goal_is_refused(tmp_path: Path, edit, message: str) -> None
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ValueError, match=message):
         load_goal(path)
+
+
+RATES = (2.0, 4.0, 6.0, 8.0, 10.0)
+CAPS = {  # per target: each arm's capacity (req/s), the same in every trial but for a 1% wobble
+    "a": {"stock": 2.5, "mbt-256": 6.0, "mbt-512": 4.0, "dlfp-slo": 6.0, "dlfp-deadline": 3.0},
+    "b": {"stock": 2.5, "mbt-256": 2.0, "mbt-512": 6.0, "dlfp-slo": 9.0, "dlfp-deadline": 6.0},
+}
+
+
+def _points() -> pd.DataFrame:
+    """A sweep whose P99 TTFT is 100 ms x rate / capacity (the SLO 100 ms: met up to the capacity) and whose
+    P99 ITL meets its SLO everywhere; three trials."""
+    rows = []
+    for target, caps in CAPS.items():
+        for arm, cap in caps.items():
+            for k in range(3):
+                c = cap * (1 + 0.01 * (k - 1))
+                for load, rate in enumerate(RATES):
+                    rows.append({"target": target, "level": "tight", "arm": arm, "family": arm, "trial": k, "seed": k,
+                                 "load": load, "rate_rps": rate, "itl_p99_ms": 5.0, "ttft_p99_ms": 100.0 * rate / c,
+                                 "itl_slo_ms": 10.0, "ttft_slo_ms": 100.0, "bound_rps": 8.0, "span_s": 60.0,
+                                 "send_late_p99_ms": 0.0, "source": "simulated"})
+    return pd.DataFrame(rows)
+
+
+def test_each_criterion_is_judged_per_pair_and_comes_out_either_way() -> None:
+    from dlfp.studies.capacity import capacity_table, trial_capacities
+    from dlfp.studies.controller_goal import MET, NO, NOT_MET, YES, judge, verdicts
+
+    points = _points()
+    goal = load_goal()
+    judged = judge(goal, capacity_table(points), trial_capacities(points), points).set_index(["arm", "target"])
+    slo_a, slo_b = judged.loc[("dlfp-slo", "a")], judged.loc[("dlfp-slo", "b")]
+    dl_b = judged.loc[("dlfp-deadline", "b")]
+    # a: the per-target best budget is mbt-256 (6), which dlfp-slo matches; b: mbt-512 (6), which it beats.
+    assert slo_a["best budget"] == "mbt-256" and slo_a["vs best budget"] == pytest.approx(1.0, rel=1e-6)
+    assert slo_a["per_target_budget"] == YES and slo_b["per_target_budget"] == YES
+    assert judged.loc[("dlfp-deadline", "a"), "per_target_budget"] == NO  # half the budget's capacity
+    # The single budget across targets: mbt-256 (shares 1.0 and 2/9) against mbt-512 (2/3 and 2/3): mbt-512.
+    assert slo_a["single budget"] == "mbt-512"
+    assert slo_a["single_budget"] == YES and slo_b["single_budget"] == YES and dl_b["single_budget"] == NO
+    # The bound (8 req/s): dlfp-slo reaches 0.75 of it on a, more than all of it on b.
+    assert slo_a["bound"] == NO and slo_b["bound"] == YES
+    # P99 TTFT at capacity: dlfp-slo has the lowest on b; the deadline controller at its 6 req/s has 100 ms
+    # where dlfp-slo has 67 ms.
+    assert slo_b["ttft_at_capacity"] == YES and slo_b["lowest by"] == "dlfp-slo"
+    assert dl_b["ttft_at_capacity"] == NO and dl_b["P99 TTFT (ms)"] > 1.1 * dl_b["lowest P99 TTFT meeting ITL (ms)"]
+    v = verdicts(goal, judged.reset_index()).set_index(["arm", "criterion"]).verdict
+    assert v[("dlfp-slo", "per_target_budget")] == MET and v[("dlfp-deadline", "per_target_budget")] == NOT_MET
+    assert v[("dlfp-slo", "single_budget")] == MET and v[("dlfp-slo", "bound")] == MET  # 1 of 2 is half
+    assert v[("dlfp-deadline", "ttft_at_capacity")] == NOT_MET
+
+
+def test_a_share_criterion_waits_for_the_pairs_it_cannot_read_and_an_arm_without_pairs_is_undecided() -> None:
+    from dlfp.studies.controller_goal import MET, NOT_MET, UNDECIDED, UNREAD, YES, verdicts
+
+    goal = load_goal()
+    rows = [{"arm": "dlfp-slo", "per_target_budget": YES, "single_budget": s, "bound": YES, "ttft_at_capacity": YES}
+            for s in ("no", UNREAD, UNREAD)]
+    v = verdicts(goal, pd.DataFrame(rows)).set_index(["arm", "criterion"]).verdict
+    assert v[("dlfp-slo", "single_budget")] == UNDECIDED  # 0 of 3 so far, 2 unread could make it half
+    assert v[("dlfp-slo", "bound")] == MET and v[("dlfp-slo", "per_target_budget")] == MET
+    assert v[("dlfp-deadline", "bound")] == UNDECIDED  # it judged no pair
+    rows[1]["single_budget"] = "no"
+    assert verdicts(goal, pd.DataFrame(rows)).set_index(["arm", "criterion"]).verdict[
+        ("dlfp-slo", "single_budget")] == NOT_MET  # 1 unread of 3 cannot reach half
