@@ -197,3 +197,18 @@ def verdicts(goal: Goal, judged: pd.DataFrame) -> pd.DataFrame:
             rows.append({"arm": arm, "criterion": name, "verdict": verdict, "pairs": n, "pass": yes, "fail": no,
                          "cannot tell": unread})
     return pd.DataFrame(rows)
+
+
+def sentence(goal: Goal, judged: pd.DataFrame, verdict: pd.DataFrame) -> str:
+    """What the verdicts say, per arm, counted (the tables carry the values); an arm the run does not have is
+    named as such."""
+    parts = []
+    for arm in goal.arms:
+        mine = verdict[verdict.arm == arm]
+        if not len(judged) or arm not in set(judged.arm):
+            parts.append(f"{arm} is not in these runs, so nothing is judged for it")
+            continue
+        said = ", ".join(f"{r.criterion.replace('_', ' ')} {r.verdict} ({r['pass']} of {r.pairs} pairs pass)"
+                         for _, r in mine.iterrows())
+        parts.append(f"{arm}: {said}")
+    return "; ".join(parts) + "."

@@ -103,3 +103,16 @@ def test_a_share_criterion_waits_for_the_pairs_it_cannot_read_and_an_arm_without
     rows[1]["single_budget"] = "no"
     assert verdicts(goal, pd.DataFrame(rows)).set_index(["arm", "criterion"]).verdict[
         ("dlfp-slo", "single_budget")] == NOT_MET  # 1 unread of 3 cannot reach half
+
+
+def test_the_sentence_counts_each_verdict_and_names_an_arm_the_run_lacks() -> None:
+    from dlfp.studies.capacity import capacity_table, trial_capacities
+    from dlfp.studies.controller_goal import judge, sentence, verdicts
+
+    points = _points()
+    points = points[points.arm != "dlfp-deadline"]
+    goal = load_goal()
+    judged = judge(goal, capacity_table(points), trial_capacities(points), points)
+    text = sentence(goal, judged, verdicts(goal, judged))
+    assert "dlfp-deadline is not in these runs" in text
+    assert "dlfp-slo: per target budget met (2 of 2 pairs pass)" in text and "bound met (1 of 2 pairs pass)" in text
