@@ -11,6 +11,7 @@ from dlfp.analysis.labels import build, device, source_line, stock_budget
 from dlfp.analysis.runs import RunData, stall_threshold_s, trial_rows
 from dlfp.analysis.stats import effect_words, paired, reductions
 from dlfp.trials.arms import REFERENCE
+from dlfp.trials.config import TRIAL_DLFP
 from dlfp.trials.costcheck import drift
 from dlfp.trials.design import Rules
 from dlfp.trials.runfolder import PREFLIGHT_STEPS, complete_units, read_table
@@ -265,7 +266,9 @@ def generalization_table(runs: list[RunData], arm: str = "dlfp") -> pd.DataFrame
             "device": f"{sim.get('profile', 'a100')} (modeled)" if sim is not None else device(run.manifest),
             "TP": sim.get("tp", 1) if sim is not None else engine.tensor_parallel_size,
             "DLFP variant": ", ".join(f"{k}={v}" for k, v in sorted(params.items())
-                                      if k not in ("itl_slo_ms", "enabled", "step_log")) or "paper's law",
+                                      if k not in ("itl_slo_ms", "enabled", "step_log")
+                                      and not (k in TRIAL_DLFP and TRIAL_DLFP[k] == v))  # a trial's defaults
+                            or "paper's law",
             "design": (run.manifest.get("design") or {}).get("kind", "none"),
             "stock budget": stock_budget(run),
             "trials": len(run.trials),
