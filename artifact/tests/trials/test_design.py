@@ -122,7 +122,7 @@ def test_arms_may_name_values_the_design_derives() -> None:
     # T* = 36 ms: (36 - 7 - 5) ms / 0.1 ms per token = 240 tokens; Sarathi adds the 4 decodes.
     cfg = parse_config(raw).with_overrides(d.overrides)
     assert cfg.engine_for("cap").dlfp | {} == {"chunk_min": 240, "chunk_max": 240, "chunk_init": 240,
-                                               "itl_slo_ms": 72.0, "enabled": True}
+                                               "itl_slo_ms": 72.0, "enabled": True, "saturation_guard": False}
     assert cfg.engine_for("sarathi").max_num_batched_tokens == 244 and not cfg.engine_for("sarathi").dlfp["enabled"]
     with pytest.raises(ValueError, match=r"arms\[1\].engine.max_num_seqs"):
         parse_config({"arms": [{"name": "stock"}, {"name": "x", "engine": {"max_num_seqs": "@target_chunk"}}]})
