@@ -38,7 +38,7 @@ exceeds the SLO. Cold start: until the fit is warm the cap alternates between a 
 half of it (two distinct prefill sizes, so the per-token and attention costs become identifiable).
 
 Per call, :meth:`SLOController.decide` is O(1) in the number of requests (the caller passes sums) and
-:meth:`SLOController.completed` one 5x5 RLS update in plain floats.
+:meth:`SLOController.completed` one 6x6 RLS update in plain floats.
 """
 
 from __future__ import annotations

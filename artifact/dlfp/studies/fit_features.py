@@ -1,17 +1,18 @@
-"""What the SLO controller's step-cost fit misses (issue 39, item 2): its five features against richer
-ones, on the steps its committed capacity units ran.
+"""What the SLO controller's step-cost fit misses (issue 39, item 2): the five features it ran the committed
+capacity units with against richer ones, on the steps those units ran.
 
-The controller predicts a step as a decode floor (per step, per decode, per cached decode token) plus a
-prefill increment (per chunk token, and attention over the chunk's context): :mod:`dlfp.control.stepcost`.
-Where it went wrong (host-dominated targets: the CPU engine, Qwen3-0.6B), the question is whether a
-feature is missing or the steps are noisy. Here every completed step of the ``dlfp-slo`` units of a
-target is fitted at once by least squares, in sample, with the five features and with each candidate
-added (:data:`FEATURE_SETS`: a fixed cost of any step that carries prefill, a quadratic term in the
-chunk, a per-decode cost of mixed steps), and judged where the controller judged itself: on the steps
-it sized whose prefill filled the chunk (:mod:`dlfp.studies.slo_fit`). An in-sample fit over all of a
-target's steps is the best any fixed coefficients on those features can do, so a candidate that does
-not shrink the error there would not shrink it online either; the row ``online fit (as run)`` is the
-controller's own logged prediction, for comparison.
+Those units' controller predicted a step as a decode floor (per step, per decode, per cached decode token)
+plus a prefill increment (per chunk token, and attention over the chunk's context); it now has a sixth,
+the first candidate here (:mod:`dlfp.control.stepcost`). Where it went wrong (host-dominated targets: the
+CPU engine, Qwen3-0.6B), the question is whether a feature is missing or the steps are noisy. Here every
+completed step of the ``dlfp-slo`` units of a target is fitted at once by least squares, in sample, with
+the five features and with each candidate added (:data:`FEATURE_SETS`: a fixed cost of any step that
+carries prefill, a quadratic term in the chunk, a per-decode cost of mixed steps), and judged where the
+controller judged itself: on the steps it sized whose prefill filled the chunk
+(:mod:`dlfp.studies.slo_fit`). An in-sample fit over all of a target's steps is the best any fixed
+coefficients on those features can do, so a candidate that does not shrink the error there would not
+shrink it online either; the row ``online fit (as run)`` is the controller's own logged prediction, for
+comparison.
 """
 
 from __future__ import annotations

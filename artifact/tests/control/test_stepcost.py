@@ -25,6 +25,7 @@ class Plant:
     c: float = 5e-8
     e: float = 3e-5
     f: float = 1e-8
+    g: float = 2e-3
     sigma: float = 0.0
     drift: float = 1.0
     drift_steps: int = 2000
@@ -33,17 +34,18 @@ class Plant:
         return self.e * (1.0 + (self.drift - 1.0) * min(step, self.drift_steps) / self.drift_steps)
 
     def mean(self, d: float, k: float, p: float, cp: float, step: int = 0) -> float:
-        return self.a + self.b * d + self.c * k + self.e_at(step) * p + self.f * p * (cp + p / 2)
+        return self.a + self.b * d + self.c * k + (self.g if p > 0 else 0.0) + self.e_at(step) * p + self.f * p * (
+            cp + p / 2)
 
     def __call__(self, d: float, k: float, p: float, cp: float, step: int, rng: random.Random) -> float:
         jitter = math.exp(rng.gauss(0.0, self.sigma)) if self.sigma else 1.0
         return self.mean(d, k, p, cp, step) * jitter
 
 
-def exact_model(a: float, b: float, c: float, e: float, f: float) -> StepCostModel:
+def exact_model(a: float, b: float, c: float, e: float, f: float, g: float = 0.0) -> StepCostModel:
     """A model whose coefficients are the plant's (seconds per raw unit)."""
     m = StepCostModel()
-    m.theta = [v * 1e3 * s for v, s in zip((a, b, c, e, f), SCALES, strict=True)]
+    m.theta = [v * 1e3 * s for v, s in zip((a, b, c, e, f, g), SCALES, strict=True)]
     return m
 
 
@@ -59,7 +61,7 @@ def feed(m: StepCostModel, plant: Plant, steps: int, rng: random.Random, start: 
 
 
 coefs = st.tuples(st.floats(1e-4, 0.2), st.floats(0, 1e-3), st.floats(0, 1e-6), st.floats(1e-7, 1e-3),
-                  st.floats(0, 1e-7))
+                  st.floats(0, 1e-7), st.floats(0, 0.05))
 batches = st.tuples(st.integers(0, 256), st.integers(0, 1_000_000), st.integers(0, 100_000))
 limits = st.integers(1, 256).flatmap(lambda lo: st.tuples(st.just(lo), st.integers(lo, 8192)))
 blocks = st.sampled_from((None, 1, 16, 64))
@@ -83,7 +85,7 @@ def test_exact_model_chunk_fits_the_budget_and_is_the_largest(c: tuple, batch: t
                                                                block: int | None, budget: float) -> None:
     m, (d, k, cp), (lo, hi) = exact_model(*c), batch, lim
     chunk, infeasible = m.chunk_for(budget, d, k, cp, lo, hi, block)
-    assert infeasible == (m.floor_s(d, k) >= budget)
+    assert infeasible == (m.floor_s(d, k) + m.coefficients_s()[5] >= budget)  # the floor and carrying prefill
     if infeasible:
         assert chunk == lo
         return
@@ -107,10 +109,21 @@ def test_solve_matches_the_quadratic_by_hand() -> None:
     assert exact_model(0.01, 0, 0, 0, 0).max_prefill(0.02, 1, 0) == math.inf  # free prefill: chunk_max
 
 
+def test_the_cost_of_carrying_prefill_comes_before_the_first_token() -> None:
+    """A 5 ms fixed cost of any step with prefill: the chunk gets 5 ms less, a budget within 5 ms of the
+    floor fits no chunk, and a decode-only step does not pay it."""
+    m = exact_model(0.010, 0.0, 0.0, 2e-5, 1e-8, 0.005)
+    p = m.max_prefill(0.040, 8, 0, 1000)
+    assert math.isclose(0.015 + 2e-5 * p + 1e-8 * p * (1000 + p / 2), 0.040, rel_tol=1e-12)
+    assert m.chunk_for(0.014, 8, 0, 1000, 32, 4096, None) == (32, True)
+    assert m.predict_s(8, 0, 0, 0) == m.floor_s(8, 0) == 0.010
+    assert math.isclose(m.predict_s(8, 0, 1, 0), 0.015 + 2e-5 + 5e-9, rel_tol=1e-12)
+
+
 def test_noise_free_plant_recovers_the_coefficients() -> None:
     plant, m, rng = Plant(), StepCostModel(), random.Random(1)
     feed(m, plant, 300, rng)
-    for got, want in zip(m.coefficients_s(), (plant.a, plant.b, plant.c, plant.e, plant.f), strict=True):
+    for got, want in zip(m.coefficients_s(), (plant.a, plant.b, plant.c, plant.e, plant.f, plant.g), strict=True):
         assert math.isclose(got, want, rel_tol=1e-3)
     assert m.rel_error is not None and m.rel_error < 1e-3 and m.warm and m.outliers == 0
 
@@ -181,7 +194,7 @@ def test_identical_steps_stay_bounded_and_never_warm() -> None:
     assert not m.warm  # one prefill size says nothing about another
     assert math.isclose(m.predict_s(16, 16_000, 256, 0), 0.025, rel_tol=1e-6)
     assert all(math.isfinite(v) for v in m.theta)
-    assert sum(m.cov[i][i] for i in range(5)) <= TRACE_MAX * (1 + 1e-9)
+    assert sum(m.cov[i][i] for i in range(6)) <= TRACE_MAX * (1 + 1e-9)
     chunk, _ = m.chunk_for(0.05, 16, 16_000, 0, 32, 2048)
     assert 32 <= chunk <= 2048
 
@@ -232,7 +245,7 @@ def test_any_input_sequence_keeps_the_fit_finite_and_predictions_non_negative(st
     for step in steps:
         m.update(*step)
     assert all(math.isfinite(v) for v in m.theta)
-    assert sum(m.cov[i][i] for i in range(5)) <= TRACE_MAX * (1 + 1e-9)
+    assert sum(m.cov[i][i] for i in range(6)) <= TRACE_MAX * (1 + 1e-9)
     for d, k, p, cp in ((0, 0, 0, 0), (64, 10**6, 2048, 10**5), (1, 10, 1, 0)):
         y = m.predict_s(d, k, p, cp)
         assert math.isfinite(y) and y >= 0
@@ -241,7 +254,7 @@ def test_any_input_sequence_keeps_the_fit_finite_and_predictions_non_negative(st
 
 
 @QUICK
-@given(st.integers(0, 2**32 - 1), st.lists(st.floats(0.0, 50.0), min_size=5, max_size=5),
+@given(st.integers(0, 2**32 - 1), st.lists(st.floats(0.0, 50.0), min_size=6, max_size=6),
        st.floats(-100.0, 100.0), st.sampled_from([0.9, 0.995, 1.0]))
 def test_the_unrolled_rls_step_is_the_textbook_update(seed: int, x: list, err: float, lam: float) -> None:
     """``_rls`` computes the upper triangle only and mirrors it: it must equal the full-matrix RLS step
@@ -250,10 +263,10 @@ def test_the_unrolled_rls_step_is_the_textbook_update(seed: int, x: list, err: f
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    a = rng.normal(size=(5, 5))
-    cov = a @ a.T + 0.1 * np.eye(5)  # symmetric positive definite
+    a = rng.normal(size=(6, 6))
+    cov = a @ a.T + 0.1 * np.eye(6)  # symmetric positive definite
     cov = (cov + cov.T) / 2
-    theta = rng.normal(size=5)
+    theta = rng.normal(size=6)
     m = StepCostModel(forgetting=lam)
     m.cov, m.theta = [list(map(float, row)) for row in cov], list(map(float, theta))
     m._rls(tuple(x), err)
@@ -268,4 +281,4 @@ def test_the_unrolled_rls_step_is_the_textbook_update(seed: int, x: list, err: f
     assert m.resets == 0
     np.testing.assert_allclose(m.theta, want_theta, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(np.array(m.cov), want_cov, rtol=1e-7, atol=1e-9 * np.abs(cov).max())
-    assert all(m.cov[i][j] == m.cov[j][i] for i in range(5) for j in range(5))
+    assert all(m.cov[i][j] == m.cov[j][i] for i in range(6) for j in range(6))
