@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from dlfp.analysis.capacity_tables import column
 from dlfp.paths import CONFIGS
 from dlfp.studies.capacity_ratio import compare, family_confidence
 from dlfp.studies.setting import FIXED_BUDGET, best_single_budget, judged_pairs, ranks
@@ -212,3 +213,26 @@ def sentence(goal: Goal, judged: pd.DataFrame, verdict: pd.DataFrame) -> str:
                          for _, r in mine.iterrows())
         parts.append(f"{arm}: {said}")
     return "; ".join(parts) + "."
+
+
+def shown(goal: Goal, judged: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`judge`'s rows as the book shows them: each target named with where its numbers come from,
+    each criterion's value beside its standing, headed by the goal's own numbers."""
+    if judged.empty:
+        return judged
+    g = goal
+    ttft = judged["P99 TTFT (ms)"].map("{:.0f}".format) + " vs " + judged["lowest P99 TTFT meeting ITL (ms)"].map(
+        "{:.0f}".format) + " (" + judged["lowest by"] + ")"
+    return pd.DataFrame({
+        "arm": judged.arm, "target": [column(str(t), table) for t in judged.target], "level": judged.level,
+        "vs best budget (interval)": judged["best budget"] + ": " + judged["vs best budget"].map("{:.3f}".format)
+        + " (" + judged["interval"].str.split("(", n=1).str[-1].str.rstrip(")") + ")",
+        f">= {g.per_target_budget.point_at_least:g}, low end >= {g.per_target_budget.interval_low_at_least:g}":
+            judged["per_target_budget"],
+        "vs single budget": judged["single budget"] + ": " + judged["vs single budget"].map("{:.3f}".format),
+        f">= {g.single_budget.point_at_least:g}": judged["single_budget"],
+        "share of bound": judged["share of bound"].map("{:.3f}".format),
+        f">= {g.bound.point_at_least:g}": judged["bound"],
+        "P99 TTFT at capacity vs lowest meeting ITL (ms)": ttft,
+        f"within {g.ttft_at_capacity.within:.0%}": judged["ttft_at_capacity"],
+    })

@@ -116,3 +116,17 @@ def test_the_sentence_counts_each_verdict_and_names_an_arm_the_run_lacks() -> No
     text = sentence(goal, judged, verdicts(goal, judged))
     assert "dlfp-deadline is not in these runs" in text
     assert "dlfp-slo: per target budget met (2 of 2 pairs pass)" in text and "bound met (1 of 2 pairs pass)" in text
+
+
+def test_the_shown_table_heads_each_criterion_with_the_goals_number_and_names_the_source() -> None:
+    from dlfp.studies.capacity import capacity_table, trial_capacities
+    from dlfp.studies.controller_goal import judge, shown
+
+    points = _points()
+    goal = load_goal()
+    table = capacity_table(points)
+    out = shown(goal, judge(goal, table, trial_capacities(points), points), table)
+    assert f">= {goal.single_budget.point_at_least:g}" in out.columns and "within 10%" in out.columns
+    assert set(out.target) == {"a (simulated)", "b (simulated)"}
+    first = out[(out.arm == "dlfp-slo") & (out.target == "a (simulated)")].iloc[0]
+    assert first["vs best budget (interval)"].startswith("mbt-256: 1.000 (")
