@@ -378,3 +378,16 @@ def test_the_slo_goal_checker_on_made_up_rows() -> None:
                 f"within 10% on {within}; near a line (within 5 points), where a rerun may fall the other way: "
                 "x (+10% TTFT).")
         assert vc.check_slo_goal(edge, text) == []
+
+
+def test_the_committed_verify_chapter_lists_every_dlfp_parameter_in_order() -> None:
+    """``make book`` re-executes only the notebooks that read traces, so the verify chapter's parameter table
+    (built from ``SPECS`` when ``00_verify`` runs) can fall behind the code unnoticed: it lacked three
+    parameters for several stops. This names the fix when it does: ``dlfp pipeline --only 00_verify``."""
+    from dlfp.control.params import SPECS
+
+    table = vc.glued_table(vc.read_glues(REPO_ROOT / "book" / "generated" / "00_verify.ipynb"), "params_table")
+    shown = [row[table.columns.index("parameter")] for row in table.cells]
+    assert shown == [s.name for s in SPECS], (
+        "the verify chapter's parameter table is stale: re-run it with `dlfp pipeline --only 00_verify` "
+        "(with make book's --params, --run, --gen and --sim) and commit book/generated/00_verify.ipynb")
