@@ -40,6 +40,9 @@ and the prompts still to prefill with their TTFT deadlines (one pass over the wa
 gathered only for a controller that reads it. Each completed step goes back to the controller with its
 completion time, the one the ``completion`` signal takes, so a fit runs on the device's clock where the
 executor stamps. A cap of 0 defers the step's prefill, through the same mechanism as the cadence.
+Whatever a controller decides, the saturation guard (:mod:`dlfp.control.guard`, ``saturation_guard``)
+runs a capped or deferred step unrestricted once the prompt at the head of the prefill queue has waited
+``ttft_slo_ms`` since ``add_request`` saw it, and the step's record says ``saturated``.
 
 Per completed step, ``update_from_output`` copies the executor's completion stamp (when the
 step's output became available, :mod:`dlfp.vllm.completion_stamps`) into the step record before
