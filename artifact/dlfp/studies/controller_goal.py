@@ -139,7 +139,8 @@ def judge(goal: Goal, table: pd.DataFrame, trials: pd.DataFrame, points: pd.Data
         fixed = g[g.arm.str.startswith(FIXED_BUDGET)]
         if fixed.empty or not ranks(pair):
             continue
-        caps = g.set_index("arm").capacity_rps
+        by_arm = g.set_index("arm")
+        caps = by_arm.capacity_rps
         best = str(fixed.sort_values("capacity_rps", ascending=False, kind="stable").arm.iloc[0])
         for arm in goal.arms:
             if arm not in caps.index:
@@ -147,11 +148,13 @@ def judge(goal: Goal, table: pd.DataFrame, trials: pd.DataFrame, points: pd.Data
             own = float(caps[arm])
             vs_best = compare(pair, arm, best, confidence)
             point = own / float(caps[best]) if caps[best] > 0 else math.nan
-            readable = vs_best.n >= 2 and not math.isnan(vs_best.lo) and not math.isnan(point)
-            budget_ok = (point >= crit.point_at_least and vs_best.lo >= crit.interval_low_at_least) if readable \
-                else (False if (not math.isnan(point) and point < crit.point_at_least) else None)
+            budget_ok: bool | None = None  # a point below the goal fails whatever the interval
+            if not math.isnan(point) and point < crit.point_at_least:
+                budget_ok = False
+            elif not math.isnan(point) and vs_best.n >= 2 and not math.isnan(vs_best.lo):
+                budget_ok = vs_best.lo >= crit.interval_low_at_least
             vs_single = own / float(caps[single]) if single in caps.index and caps[single] > 0 else math.nan
-            share = float(g.set_index("arm").share_of_bound.get(arm, math.nan))
+            share = float(by_arm.share_of_bound.get(arm, math.nan))
             rate, ttft, best_ttft, best_arm = _ttft_at_capacity(
                 points[(points.target == target) & (points.level == level)], arm, own)
             rows.append({
@@ -200,10 +203,23 @@ def verdicts(goal: Goal, judged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def sentence(goal: Goal, judged: pd.DataFrame, verdict: pd.DataFrame) -> str:
-    """What the verdicts say, per arm, counted (the tables carry the values); an arm the run does not have is
-    named as such."""
-    parts = []
+def statement(goal: Goal) -> str:
+    """The goal in words, from the declared file's numbers (so the text cannot drift from what is judged)."""
+    b, s, u, t = goal.per_target_budget, goal.single_budget, goal.bound, goal.ttft_at_capacity
+    return (f"at least {b.point_at_least:g} of each target's best fixed budget with the interval's low end at "
+            f"{b.interval_low_at_least:g} on every pair, {s.point_at_least:g} of the best single budget on "
+            f"{s.share_of_pairs:.0%} of the pairs, {u.point_at_least:g} of the capacity bound on "
+            f"{u.share_of_pairs:.0%} of them, and P99 TTFT at capacity within {t.within:.0%} of the best arm that "
+            "meets the ITL SLO there, on every pair")
+
+
+def sentence(goal: Goal, judged: pd.DataFrame, verdict: pd.DataFrame, trials: pd.DataFrame) -> str:
+    """The goal (:func:`statement`), the trials it was judged on, and what the verdicts say, per arm,
+    counted (the tables carry the values); an arm the run does not have is named as such."""
+    n = trials.groupby(["target", "level"])["trial"].nunique()
+    runs = (f"{n.min()} trials per pair" if len(n) and n.min() == n.max()
+            else f"{n.min()} to {n.max()} trials per pair" if len(n) else "no trials")
+    parts = [f"The goal: {statement(goal)}. Judged on {runs}"]
     for arm in goal.arms:
         mine = verdict[verdict.arm == arm]
         if not len(judged) or arm not in set(judged.arm):
@@ -212,7 +228,7 @@ def sentence(goal: Goal, judged: pd.DataFrame, verdict: pd.DataFrame) -> str:
         said = ", ".join(f"{r.criterion.replace('_', ' ')} {r.verdict} ({r['pass']} of {r.pairs} pairs pass)"
                          for _, r in mine.iterrows())
         parts.append(f"{arm}: {said}")
-    return "; ".join(parts) + "."
+    return parts[0] + ": " + "; ".join(parts[1:]) + "."
 
 
 def shown(goal: Goal, judged: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

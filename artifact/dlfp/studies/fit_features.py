@@ -29,7 +29,7 @@ from dlfp.studies.slo_fit import CONTROLLER, OVERRUN, controller_runs, timed_ste
 BASE = ("D", "K", "P", "P * (Cp + P / 2)")
 """The controller's features beyond the intercept: decodes, their context, chunk tokens, chunk attention."""
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
-    "the controller's five": BASE,
+    "the five the units ran with": BASE,
     "+ prefill-step cost": (*BASE, "prefill"),
     "+ prefill-step cost, chunk squared": (*BASE, "prefill", "P * P"),
     "+ prefill-step cost, decodes x prefill": (*BASE, "prefill", "D * prefill"),

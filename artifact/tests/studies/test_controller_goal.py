@@ -112,8 +112,11 @@ def test_the_sentence_counts_each_verdict_and_names_an_arm_the_run_lacks() -> No
     points = _points()
     points = points[points.arm != "dlfp-deadline"]
     goal = load_goal()
-    judged = judge(goal, capacity_table(points), trial_capacities(points), points)
-    text = sentence(goal, judged, verdicts(goal, judged))
+    trials = trial_capacities(points)
+    judged = judge(goal, capacity_table(points), trials, points)
+    text = sentence(goal, judged, verdicts(goal, judged), trials)
+    assert text.startswith(f"The goal: at least {goal.per_target_budget.point_at_least:g} of each target's best")
+    assert "Judged on 3 trials per pair: " in text
     assert "dlfp-deadline is not in these runs" in text
     assert "dlfp-slo: per target budget met (2 of 2 pairs pass)" in text and "bound met (1 of 2 pairs pass)" in text
 
