@@ -122,14 +122,16 @@ study: setup
 	$(VENV)/bin/dlfp study stability --out data/runs/study-stability
 
 # The studies' modeled targets in virtual time (dlfp.sim.virtual: deterministic, on every core), the capacity
-# study at VIRTUAL_TRIALS trials per point, into VIRTUAL_OUT; the measured targets are `make study`'s.
+# study at VIRTUAL_TRIALS trials per point and VIRTUAL_GOAL_TRIALS for the arms the controller goal compares
+# (its controllers, the fixed budgets, stock), into VIRTUAL_OUT; the measured targets are `make study`'s.
 VIRTUAL_OUT ?= data/runs/local/virtual
-VIRTUAL_TRIALS ?= 10
+VIRTUAL_TRIALS ?= 3
+VIRTUAL_GOAL_TRIALS ?= 10
 study-virtual: setup
 	for s in baselines explanations sensitivity; do \
 	  $(VENV)/bin/dlfp study $$s --clock virtual --skip-measured --out $(VIRTUAL_OUT)/study-$$s || exit 1; done
 	$(VENV)/bin/dlfp study capacity --clock virtual --skip-measured --trials $(VIRTUAL_TRIALS) \
-	  --out $(VIRTUAL_OUT)/study-capacity
+	  --goal-trials $(VIRTUAL_GOAL_TRIALS) --out $(VIRTUAL_OUT)/study-capacity
 
 bench: setup
 	$(VENV)/bin/dlfp bench schedule

@@ -135,7 +135,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _study(args: argparse.Namespace) -> int:
-    from dlfp.studies.plans import main
+    from dlfp.studies.command import main
 
     return main(args.rest)
 

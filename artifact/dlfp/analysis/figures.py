@@ -39,7 +39,7 @@ def provenance(run: RunData) -> str:
 
 
 def _pooled(run: RunData, arm: str, fn) -> np.ndarray:
-    parts = [fn(run.tables[(k, arm)]) for k in run.trials]
+    parts = [fn(run.tables[(k, arm)]) for k in run.trials_of(arm)]
     return np.concatenate(parts) if parts else np.array([])
 
 

@@ -64,9 +64,13 @@ class RunData:
 
     @property
     def trials(self) -> list[int]:
-        """Trials with every arm complete, in order."""
+        """Trials with every arm they run complete (:meth:`TrialConfig.arms_in`), in order."""
         done = {k for k, _ in self.tables}
-        return sorted(k for k in done if all((k, arm) in self.tables for arm in self.arms))
+        return sorted(k for k in done if all((k, arm) in self.tables for arm in self.config.arms_in(k)))
+
+    def trials_of(self, arm: str) -> list[int]:
+        """The complete trials (:attr:`trials`) that ran ``arm``: all of them unless the arm runs in fewer."""
+        return [k for k in self.trials if (k, arm) in self.tables]
 
 
 def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", "steps"),
@@ -248,9 +252,10 @@ def trial_rows(run: RunData) -> pd.DataFrame:
     threshold, long_gap = stall_threshold_s(config), target_s(config)
     rows = []
     for k in run.trials:
+        arms = config.arms_in(k)
         outputs = {arm: output_digests(run.tables[(k, arm)]["requests"], run.tables[(k, arm)]["tokens"])
-                   for arm in run.arms}
-        for arm in run.arms:
+                   for arm in arms}
+        for arm in arms:
             t = run.tables[(k, arm)]
             try:
                 agree = metrics.output_agreement(outputs[REFERENCE], outputs[arm])

@@ -259,7 +259,7 @@ def generalization_table(runs: list[RunData], arm: str = "dlfp") -> pd.DataFrame
             continue
         engine, sim = run.config.engine, run.config.engine.sim
         itl, ttft = paired(rows, "itl_p99_ms", arm), paired(rows, "ttft_p99_ms", arm)
-        div = [interval_divergence(run.tables[(k, arm)]["steps"]) for k in run.trials]
+        div = [interval_divergence(run.tables[(k, arm)]["steps"]) for k in run.trials_of(arm)]
         params = run.config.engine_for(arm).dlfp
         out.append({
             "run": run.path.name, "model": engine.model,

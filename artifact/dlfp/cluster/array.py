@@ -33,22 +33,25 @@ START_S = 600.0
 """Per task, on top: importing vLLM, the pre-flight and the worker pool's start."""
 
 
-def entries(study: str, trials: int, requests: int | None, only: Sequence[str] | None) -> list[tuple[str, int]]:
+def entries(study: str, trials: int, requests: int | None, only: Sequence[str] | None,
+            goal_trials: int | None = None) -> list[tuple[str, int]]:
     """The study's modeled run folders (measured ones dropped) and their units, in plan order."""
-    from dlfp.studies.plans import CAPACITY_REQUESTS, REQUESTS, STUDIES, with_clock
+    from dlfp.studies.command import study_plan
+    from dlfp.studies.plans import STABILITY_TIMES, with_clock
     from dlfp.trials.config import parse_config
 
-    n = requests or (CAPACITY_REQUESTS if study == "capacity" else REQUESTS)
-    plan = [(str(d), parse_config(with_clock(c.raw, "virtual"))) for d, c in STUDIES[study](trials, n)]
+    asked = argparse.Namespace(study=study, trials=trials, requests=requests, goal_trials=goal_trials,
+                               times=STABILITY_TIMES)
+    plan = [(str(d), parse_config(with_clock(c.raw, "virtual"))) for d, c in study_plan(asked)]
     unknown = sorted(set(only or ()) - {d for d, _ in plan})
     if unknown:
         raise ValueError(f"--only {unknown}: not in the {study} plan {[d for d, _ in plan]}")
-    return [(d, len(c.seeds) * len(c.arms)) for d, c in plan
+    return [(d, c.unit_count) for d, c in plan
             if c.engine.virtual and (not only or d in only)]
 
 
 def scripts(study: str, folders: Sequence[tuple[str, int]], out: Path, trials: int, requests: int | None,
-            slurm: Slurm, root: Path) -> dict[str, str]:
+            slurm: Slurm, root: Path, goal_trials: int | None = None) -> dict[str, str]:
     """The array's script and, for the capacity study, the tables job's: name -> text."""
     python = "python" if slurm.conda_env else (slurm.python or sys.executable)
     cpus = slurm.cpus_per_task or 4
@@ -65,7 +68,8 @@ def scripts(study: str, folders: Sequence[tuple[str, int]], out: Path, trials: i
     env = (['eval "$(conda shell.bash hook)"', f"conda activate {shlex.quote(slurm.conda_env)}"]
            if slurm.conda_env else []) + [*slurm.setup, *(["export DLFP_ALLOW_DIRTY=1"] if slurm.allow_dirty else [])]
     study_cmd = [python, "-m", "dlfp.cli", "study", study, "--clock", "virtual", "--out", str(out),
-                 "--trials", str(trials), *(["--requests", str(requests)] if requests else []), "--no-tables"]
+                 "--trials", str(trials), *(["--requests", str(requests)] if requests else []),
+                 *(["--goal-trials", str(goal_trials)] if goal_trials else []), "--no-tables"]
     array = ["#!/bin/bash", f"#SBATCH --job-name=dlfp-{study}-virtual", f"#SBATCH --array=0-{len(folders) - 1}",
              f"#SBATCH --output={out}/jobs/{study}-%a-%A.log", *options(cpus, limit),
              f"# dlfp cluster study {study}: one task per run folder, in virtual time", "set -euo pipefail", *env,
@@ -104,7 +108,7 @@ def submit(texts: dict[str, str], out: Path) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from dlfp.studies.plans import study_arguments
+    from dlfp.studies.command import study_arguments
 
     ap = argparse.ArgumentParser(prog="dlfp cluster study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,11 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dlfp.studies.plans import TRIALS
 
         args.trials = TRIALS
-    folders = entries(args.study, args.trials, args.requests, args.only)
+    folders = entries(args.study, args.trials, args.requests, args.only, args.goal_trials)
     if not folders:
         raise ValueError(f"the {args.study} plan has no modeled run folder{' among --only' if args.only else ''}")
     out = args.out.resolve()
-    texts = scripts(args.study, folders, out, args.trials, args.requests, slurm, args.root.resolve())
+    texts = scripts(args.study, folders, out, args.trials, args.requests, slurm, args.root.resolve(), args.goal_trials)
     print(f"dlfp cluster study {args.study}: {len(folders)} array task(s), "
           f"{', '.join(f'{d} ({u} units)' for d, u in folders)}, into {out}"
           + (" (dry run: nothing submitted)" if args.dry_run else ""))

@@ -175,6 +175,72 @@ def judge(goal: Goal, table: pd.DataFrame, trials: pd.DataFrame, points: pd.Data
     return pd.DataFrame(rows)
 
 
+def settling(goal: Goal, points: pd.DataFrame, smallest: int = 3) -> pd.DataFrame:
+    """How many trials the per-target comparison took to settle: per arm of ``goal`` and pair, its standing
+    (:func:`judge`'s ``per_target_budget``) on the first ``n`` trials for each ``n`` from ``smallest`` to the
+    most the pair ran, and ``settled_at``, the smallest ``n`` from which the standing no longer changed (NaN
+    where the last one is :data:`UNREAD`). A pair that settles only at its last ``n`` might still move with
+    more trials; one that settled early held through every trial added. Each ``n`` is judged as a run of that
+    many trials would be (its own capacity table and family of pairs)."""
+    from dlfp.studies.capacity import capacity_table, trial_capacities
+
+    most = int(points["trial"].max()) + 1 if len(points) else 0
+    standings: dict[tuple[str, str, str], dict[int, str]] = {}
+    for n in range(min(smallest, most), most + 1):
+        first = points[points["trial"] < n]
+        judged = judge(goal, capacity_table(first), trial_capacities(first), first)
+        for r in judged.itertuples():
+            standings.setdefault((r.arm, r.target, r.level), {})[n] = r.per_target_budget
+    rows = []
+    for (arm, target, level), by_n in standings.items():
+        ns = sorted(by_n)
+        last = by_n[ns[-1]]
+        settled = ns[-1]
+        for n in reversed(ns):
+            if by_n[n] != last:
+                break
+            settled = n
+        rows.append({"arm": arm, "target": target, "level": level, "trials": ns[-1], "standing": last,
+                     "settled_at": math.nan if last == UNREAD else settled,
+                     "by_trials": " ".join(f"{n}:{by_n[n]}" for n in ns)})
+    return pd.DataFrame(rows, columns=["arm", "target", "level", "trials", "standing", "settled_at", "by_trials"])
+
+
+def settling_sentence(settled: pd.DataFrame, smallest: int = 3) -> str:
+    """:func:`settling` in words: from how many trials each per-target standing held, which ones changed at the
+    last count (and so might still move), and which were judged on ``smallest`` trials only."""
+    if settled.empty:
+        return "No pair was judged, so no standing had trials to settle on."
+    name = settled.arm + " on " + settled.target + " " + settled.level
+    fewest = settled.trials <= smallest
+    parts = []
+    if fewest.any():
+        parts.append(f"{int(fewest.sum())} of the {len(settled)} per-target standings rest on {smallest} trials only, "
+                     "the fewest the plan runs, so a 'no' there may be a lack of trials rather than a shortfall "
+                     "(`dlfp study capacity --goal-trials N` runs the goal's arms in more)")
+    more = settled[~fewest]
+    if len(more):
+        early = more[more.settled_at <= smallest]
+        later = more[(more.settled_at > smallest) & (more.settled_at < more.trials)]
+        last = more[~more.index.isin(early.index) & ~more.index.isin(later.index)]
+        lo, hi = int(more.trials.min()), int(more.trials.max())
+        said = [f"of the {len(more)} judged on {lo if lo == hi else f'{lo} to {hi}'} trials, "
+                f"{len(early)} held from {smallest} trials on"]
+        if len(later):
+            said.append(f"{len(later)} settled later ("
+                        + ", ".join(f"{name[i]} at {int(later.settled_at[i])}" for i in later.index) + ")")
+        if len(last):
+            said.append(f"{len(last)} changed at the last count or cannot be read, so more trials might still move "
+                        "them (" + ", ".join(f"{name[i]}: {_history(more.by_trials[i])}" for i in last.index) + ")")
+        parts.append("; ".join(said))
+    return ". ".join(p[0].upper() + p[1:] for p in parts) + "."
+
+
+def _history(by_trials: str) -> str:
+    """A standing's history as :func:`settling` writes it, in words (``3:no 4:yes`` reads 3 no, 4 yes)."""
+    return ", ".join(step.replace(":", " ") for step in by_trials.split())
+
+
 EVERY_PAIR = ("per_target_budget", "ttft_at_capacity")
 """Criteria that must hold on every pair; the others on a share of them (their ``share_of_pairs``)."""
 

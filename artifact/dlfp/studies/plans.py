@@ -41,8 +41,6 @@ chapter renders the committed folders (``data/runs/study-*``).
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +50,6 @@ from dlfp.control.registry import REGISTRY
 from dlfp.paths import CONFIGS
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TrialConfig, merge, parse_config
-from dlfp.trials.progress import arm_names
 
 CPU_BASE = CONFIGS / "cpu-default.yaml"
 SIM_BASE = CONFIGS / "sim-generalization.yaml"
@@ -282,16 +279,42 @@ def capacity_arms(target: str, levels: tuple[str, ...] | None = None,
             {**a, "name": unit_name(a["name"], load), "load": load} for a in [*fixed, *held] for load in LOADS]
 
 
+def goal_arm(unit: str) -> bool:
+    """Whether a capacity unit belongs to what the controller goal compares (:mod:`dlfp.studies.controller_goal`):
+    the goal's controllers (from the declared file), the fixed budgets they are judged against, and stock."""
+    from dlfp.studies.capacity import split_arm
+    from dlfp.studies.controller_goal import load_goal
+    from dlfp.studies.setting import FIXED_BUDGET
+
+    base = split_arm(unit)[0]
+    return base == REFERENCE or base.startswith(FIXED_BUDGET) or base in load_goal().arms
+
+
+def with_goal_trials(arms: list[dict[str, Any]], trials: int,
+                     goal_trials: int | None) -> tuple[list[dict[str, Any]], int]:
+    """``arms`` and the run's trial count when the goal's arms (:func:`goal_arm`) run ``goal_trials`` trials and
+    the others ``trials``: the per-target comparison the goal judges is an interval on paired trials, which
+    three trials leave wide, while the other arms' capacities are read only as point estimates beside it.
+    ``goal_trials`` None (or not above ``trials``): every arm in every trial, as before."""
+    if goal_trials is None or goal_trials <= trials:
+        return arms, trials
+    return [a if goal_arm(a["name"]) else {**a, "trials": trials} for a in arms], goal_trials
+
+
 def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
-             targets: tuple[str, ...] = ("cpu-tiny", *MODELED_TARGETS, FIELD_TARGET)) -> list[tuple[Path, TrialConfig]]:
+             targets: tuple[str, ...] = ("cpu-tiny", *MODELED_TARGETS, FIELD_TARGET),
+             goal_trials: int | None = None) -> list[tuple[Path, TrialConfig]]:
     """One capacity run per target (module docstring) with at least :data:`REGIME_TRIALS` trials (a
     capacity's t interval needs them as a boundary's does); the studies' request mix everywhere but on
-    :data:`FIELD_TARGET`, which keeps its config's workload (arrival process and classes)."""
+    :data:`FIELD_TARGET`, which keeps its config's workload (arrival process and classes). ``goal_trials``:
+    the controller goal's arms in that many trials, the rest in ``trials`` (:func:`with_goal_trials`)."""
     from dlfp.trials.sweep import LOADS
 
     plan = []
+    trials = max(trials, REGIME_TRIALS)
     for target in targets:
-        over = {**_common(max(trials, REGIME_TRIALS), requests), "arms": capacity_arms(target), "reuse_engine": True,
+        arms, n = with_goal_trials(capacity_arms(target), trials, goal_trials)
+        over = {**_common(n, requests), "arms": arms, "reuse_engine": True,
                 "token_ids": False, "design": {"kind": "capacity", "load": LOADS[0], "enforce": False},
                 "name": f"study-capacity-{target}"}
         if target == FIELD_TARGET:
@@ -327,84 +350,3 @@ def stability(trials: int | None = None, requests: int | None = None,
 
 STUDIES = {"baselines": baselines, "sensitivity": sensitivity, "explanations": explanations, "capacity": capacity,
            "stability": stability}
-
-
-def study_arguments(ap: argparse.ArgumentParser) -> None:
-    """Which study and which of its run folders: ``dlfp study``'s arguments, which ``dlfp cluster study``
-    takes too."""
-    ap.add_argument("study", choices=sorted(STUDIES))
-    ap.add_argument("--out", type=Path, required=True, help="root folder; one run folder per entry below it")
-    ap.add_argument("--trials", type=int, default=None,
-                    help=f"trials per run (default {TRIALS}; stability: the default design's own)")
-    ap.add_argument("--requests", type=int, default=None,
-                    help=f"requests per unit (default {REQUESTS}; capacity {CAPACITY_REQUESTS}; stability: the "
-                         "default design's own)")
-    ap.add_argument("--times", type=int, default=STABILITY_TIMES,
-                    help=f"stability only: repetitions of the default paired design (at least {STABILITY_TIMES})")
-    ap.add_argument("--only", nargs="+", help="run only these entries (folder names)")
-
-
-def study_plan(args: argparse.Namespace) -> list[tuple[Path, TrialConfig]]:
-    """The run folders and configs :func:`study_arguments` ask for (before ``--only``)."""
-    if args.study == "stability":
-        if args.times < STABILITY_TIMES:
-            raise ValueError(f"--times {args.times}: a stability table needs at least {STABILITY_TIMES} repetitions")
-        return stability(args.trials, args.requests, args.times)
-    if args.times != STABILITY_TIMES:
-        raise ValueError(f"--times belongs to the stability study, not to {args.study}")
-    requests = args.requests or (CAPACITY_REQUESTS if args.study == "capacity" else REQUESTS)
-    return STUDIES[args.study](TRIALS if args.trials is None else args.trials, requests)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="dlfp study", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    study_arguments(ap)
-    ap.add_argument("--list", action="store_true", help="print the plan and exit")
-    ap.add_argument("--tables", action="store_true",
-                    help="capacity only: rewrite the tables and their stamp from the traces under --out, run nothing")
-    ap.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (recorded)")
-    ap.add_argument("--clock", choices=CLOCKS, default="real",
-                    help="the modeled targets' clock (default real: the committed runs'); virtual runs them as "
-                         "discrete-event simulations, deterministic and many times faster")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="processes for virtual-time units (default: this machine's cores)")
-    ap.add_argument("--skip-measured", action="store_true",
-                    help="only the modeled targets (with --clock virtual: the whole study that needs no engine)")
-    ap.add_argument("--no-tables", action="store_true",
-                    help="capacity: leave the tables to a later --tables (a job array's tasks run folders apart)")
-    args = ap.parse_args(argv)
-    if args.tables:
-        if args.study != "capacity":
-            ap.error("--tables rewrites the capacity study's tables; the other studies keep none")
-        if not args.out.is_dir():
-            ap.error(f"--out {args.out}: no such folder")
-        return _write_capacity_tables(args.out)
-    plan = [(d, parse_config(with_clock(c.raw, args.clock))) for d, c in study_plan(args)]
-    if args.only:
-        unknown = sorted(set(args.only) - {str(d) for d, _ in plan})
-        if unknown:
-            raise ValueError(f"--only {unknown}: not in the {args.study} plan {[str(d) for d, _ in plan]}")
-        plan = [(d, c) for d, c in plan if str(d) in args.only]
-    if args.skip_measured:
-        plan = [(d, c) for d, c in plan if c.engine.sim is not None]
-    for folder, cfg in plan:
-        arms = f"{len(cfg.arms)} arms ({', '.join(cfg.arm_names)})" if args.list else arm_names(cfg.arm_names)
-        print(f"{args.out / folder}: {cfg.name}, {len(cfg.seeds)} trials x {arms}", file=sys.stderr)
-    if args.list:
-        return 0
-    from dlfp.trials.runner import run_trials
-
-    for folder, cfg in plan:
-        workers = args.workers if cfg.engine.virtual else None
-        manifest = run_trials(cfg, args.out / folder, allow_dirty=args.allow_dirty, workers=workers)
-        print(f"{args.out / folder}: {manifest['status']}")
-    return _write_capacity_tables(args.out) if args.study == "capacity" and not args.no_tables else 0
-
-
-def _write_capacity_tables(root: Path) -> int:
-    from dlfp.studies.capacity import write_tables
-
-    for path in write_tables(root, progress=lambda line: print(line, file=sys.stderr, flush=True)):
-        print(f"wrote {path}", file=sys.stderr)
-    return 0

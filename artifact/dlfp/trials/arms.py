@@ -43,6 +43,10 @@ class ArmSpec:
     n_requests: int | None = None
     """How many of its trial's requests (the first) this arm replays (None: all); a capacity design
     sets it from ``load``."""
+    trials: int | None = None
+    """How many of the run's trials this arm runs in, the first ones (None: every one). A study runs more
+    trials only for the arms a close comparison reads (:func:`dlfp.studies.plans.capacity`'s goal arms), so
+    those comparisons get the power without every other arm paying for it."""
 
     @property
     def label(self) -> str:
@@ -117,20 +121,28 @@ def parse_arms(raw: Any, engine: EngineSpec, check_engine: Callable[[Any], Engin
         rate, n = entry.get("rate_rps"), entry.get("n_requests")
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise config_error(f"{where}.n_requests", n, "null or an integer >= 1 (at most workload.n_requests)")
+        trials = entry.get("trials")
+        if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
+            raise config_error(f"{where}.trials", trials, "null (every trial) or an integer >= 1 (at most the "
+                               "config's trials)")
         arms.append(ArmSpec(name, None if dlfp is None else dict(dlfp), dict(overrides),
                             None if entry.get("load") is None else float(entry["load"]),
-                            None if rate is None else float(rate), n))
+                            None if rate is None else float(rate), n, trials))
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise config_error("arms", names, "unique arm names")
     ref = next((a for a in arms if a.name == REFERENCE), None)
     if ref is None or ref.dlfp is not None or ref.engine:
         raise config_error("arms", names, f"a plain {REFERENCE!r} arm (no dlfp, no engine overrides): the reference")
+    if ref.trials is not None:
+        raise config_error(f"arms[{names.index(REFERENCE)}].trials", ref.trials,
+                           f"unset: the {REFERENCE!r} reference runs in every trial (the regime check reads it)")
     return tuple(arms)
 
 
-ARM_KEYS = ("name", "dlfp", "engine", "load", "rate_rps", "n_requests")
-"""What an arm may set: its name, DLFP parameters, engine overrides, and where it runs on a rate sweep."""
+ARM_KEYS = ("name", "dlfp", "engine", "load", "rate_rps", "n_requests", "trials")
+"""What an arm may set: its name, DLFP parameters, engine overrides, where it runs on a rate sweep, and in
+how many of the run's trials."""
 DERIVED_DLFP_KEYS = ("chunk_min", "chunk_max", "chunk_init", "itl_slo_ms", "ttft_slo_ms")
 SLO_PREFIXES = {"itl_slo_ms": "@itl_slo_", "ttft_slo_ms": "@ttft_slo_"}
 """The derived names an SLO key takes (a level's SLO), and only it."""

@@ -122,6 +122,15 @@ class TrialConfig:
     def arm_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.arms)
 
+    def arms_in(self, trial: int) -> tuple[str, ...]:
+        """The arms trial ``trial`` (0-based) runs, in config order: those whose own ``trials`` reach it."""
+        return tuple(a.name for a in self.arms if a.trials is None or trial < a.trials)
+
+    @property
+    def unit_count(self) -> int:
+        """Units of a run of this config: each trial's arms (:meth:`arms_in`)."""
+        return sum(len(self.arms_in(k)) for k in range(len(self.seeds)))
+
     def arm(self, name: str) -> ArmSpec:
         for a in self.arms:
             if a.name == name:
@@ -284,6 +293,9 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
     if "seed" in workload:
         raise _fail("workload.seed", workload["seed"], "unset: trial seeds come from 'seeds'")
     spec = WorkloadSpec.from_dict({**workload, "seed": 0})  # validates every workload field
+    beyond = [i for i, a in enumerate(arms) if a.trials is not None and a.trials > trials]
+    if beyond:
+        raise _fail(f"arms[{beyond[0]}].trials", arms[beyond[0]].trials, f"at most trials = {trials}")
     over = [i for i, a in enumerate(arms) if a.n_requests is not None and a.n_requests > spec.n_requests]
     if over:
         raise _fail(f"arms[{over[0]}].n_requests", arms[over[0]].n_requests,

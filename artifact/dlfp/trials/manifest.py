@@ -49,10 +49,10 @@ def software_versions() -> dict[str, Any]:
 def plan_units(config: TrialConfig) -> list[dict[str, Any]]:
     """Trial order and arm order: trial ``k`` runs the arms rotated by ``k`` places, so each arm
     runs in each position equally often over ``len(arms)`` trials and order effects cancel
-    (two arms: they alternate)."""
-    names = config.arm_names
+    (two arms: they alternate). A trial runs only the arms whose own ``trials`` reach it."""
     units = []
     for k, seed in enumerate(config.seeds):
+        names = config.arms_in(k)
         r = k % len(names)
         units += [{"trial": k, "seed": seed, "arm": arm, "status": "missing"} for arm in names[r:] + names[:r]]
     return units

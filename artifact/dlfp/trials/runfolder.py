@@ -217,9 +217,17 @@ def _check_fields(path: Path, manifest: dict[str, Any]) -> None:
             raise bad(f"units[{i}]", f"is {u!r}, not a {{trial, arm, status, files}} record")
     got = [(u["trial"], u["arm"]) for u in manifest["units"]]
     trials = manifest["config"].get("trials")
-    planned = set(got) if not isinstance(trials, int) else {(k, a) for k in range(trials) for _, a in got}
+    own = {a.get("name"): a.get("trials") for a in manifest["config"].get("arms") or [] if isinstance(a, dict)}
+    names = set(own) if own and None not in own else {a for _, a in got}  # the config's arms, where it names them
+    planned = set(got) if not isinstance(trials, int) else {
+        (k, a) for k in range(trials) for a in names if not isinstance(own.get(a), int) or k < own[a]}
     if len(set(got)) != len(got) or set(got) != planned:  # a unit lost or doubled would drop a trial silently
-        raise bad("units", f"lists {sorted(got)}, not each arm of each of the config's {trials!r} trials once")
+        doubled = sorted({u for u in got if got.count(u) > 1})
+        odd = [f"{what} {units[:5]}{' ...' if len(units) > 5 else ''}" for what, units in (
+            ("missing", sorted(planned - set(got))), ("not planned", sorted(set(got) - planned)), ("twice", doubled))
+            if units]
+        raise bad("units", f"lists {len(got)} units, not each arm of each of the config's {trials!r} trials once "
+                           f"(an arm with its own 'trials', of that many): {'; '.join(odd)}")
     if "rules" in design:
         from dlfp.trials.design import Rules
 

@@ -20,6 +20,17 @@ def test_the_array_has_a_task_per_modeled_folder_and_no_measured_one() -> None:
     assert dict(folders)["a100-qwen3-8b"] == 3 * len(capacity_arms("a100-qwen3-8b"))  # every arm and load, 3 trials
 
 
+def test_goal_trials_reach_each_task_and_its_unit_count() -> None:
+    from dlfp.studies.plans import capacity
+
+    folders = dict(array.entries("capacity", 3, None, ["a100-qwen3-8b"], goal_trials=6))
+    want = capacity(3, goal_trials=6, targets=("a100-qwen3-8b",))[0][1].unit_count
+    assert folders == {"a100-qwen3-8b": want} and want < 6 * len(capacity(3)[1][1].arms)
+    task = array.scripts("capacity", list(folders.items()), Path("/out"), 3, None, Slurm(), Path("/repo"),
+                         goal_trials=6)["capacity-array"]
+    assert "--trials 3 --goal-trials 6 --no-tables" in task
+
+
 def test_only_narrows_the_array_and_an_unknown_folder_is_refused() -> None:
     assert [d for d, _ in array.entries("baselines", 1, 20, ["a100-qwen3-8b"])] == ["a100-qwen3-8b"]
     with pytest.raises(ValueError, match=r"--only \['nope'\]: not in the baselines plan"):

@@ -13,7 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dlfp.paths import REPO_ROOT
-from dlfp.studies import plans
+from dlfp.studies import command
 from dlfp.studies.capacity import (
     COLUMNS,
     POINTS,
@@ -150,7 +150,7 @@ def small_study(tmp_path: Path) -> Path:
 def test_stamped_points_are_read_back_and_any_change_under_them_recomputes(small_study: Path) -> None:
     fresh, why = load_points(small_study)
     assert "no points.parquet" in why and len(fresh) == 3 * 2  # three points, each at both levels
-    assert plans.main(["capacity", "--tables", "--out", str(small_study)]) == 0
+    assert command.main(["capacity", "--tables", "--out", str(small_study)]) == 0
     read, why = load_points(small_study)
     assert why is None
     pd.testing.assert_frame_equal(read, fresh)
@@ -180,7 +180,7 @@ def test_a_trace_edited_under_a_stamp_is_refused_as_the_traces_are(small_study: 
 def test_tables_are_rewritten_only_for_the_capacity_study_and_an_existing_folder(tmp_path: Path) -> None:
     for study, out in (("baselines", tmp_path), ("capacity", tmp_path / "no")):
         with pytest.raises(SystemExit):
-            plans.main([study, "--tables", "--out", str(out)])
+            command.main([study, "--tables", "--out", str(out)])
     points, why = load_points(tmp_path)  # a folder with no run: nothing to read, nothing recomputed
     assert points.empty and why is None
 

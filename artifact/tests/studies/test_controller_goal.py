@@ -133,3 +133,45 @@ def test_the_shown_table_heads_each_criterion_with_the_goals_number_and_names_th
     assert set(out.target) == {"a (simulated)", "b (simulated)"}
     first = out[(out.arm == "dlfp-slo") & (out.target == "a (simulated)")].iloc[0]
     assert first["vs best budget (interval)"].startswith("mbt-256: 1.000 (")
+
+
+def test_settling_names_the_trial_count_from_which_a_standing_held() -> None:
+    """A controller whose per-trial ratio to the best budget wobbles by 10%: three trials leave the interval's
+    low end under the goal's (a "no" for lack of power), six lift it above; one at half the budget's capacity
+    is a "no" from the first three trials on."""
+    from dlfp.studies.controller_goal import NO, YES, settling
+
+    wobble = (1.0, 0.9, 1.1, 1.0, 0.98, 1.02)
+    caps = {"stock": [2.5] * 6, "mbt-256": [6.0] * 6, "dlfp-slo": [6.0 * w for w in wobble],
+            "dlfp-deadline": [3.0] * 6}
+    rows = [{"target": "a", "level": "tight", "arm": arm, "family": arm, "trial": k, "seed": k, "load": load,
+             "rate_rps": rate, "itl_p99_ms": 5.0, "ttft_p99_ms": 100.0 * rate / c, "itl_slo_ms": 10.0,
+             "ttft_slo_ms": 100.0, "bound_rps": 8.0, "span_s": 60.0, "send_late_p99_ms": 0.0, "source": "simulated"}
+            for arm, per_trial in caps.items() for k, c in enumerate(per_trial) for load, rate in enumerate(RATES)]
+    settled = settling(load_goal(), pd.DataFrame(rows)).set_index("arm")
+    slo, deadline = settled.loc["dlfp-slo"], settled.loc["dlfp-deadline"]
+    assert slo["by_trials"].startswith(f"3:{NO}") and slo["standing"] == YES and slo["trials"] == 6
+    assert 3 < slo["settled_at"] <= 6
+    assert deadline["standing"] == NO and deadline["settled_at"] == 3
+    assert deadline["by_trials"] == " ".join(f"{n}:{NO}" for n in range(3, 7))
+
+
+def test_the_settling_sentence_says_which_standings_held_which_moved_and_which_rest_on_the_fewest() -> None:
+    from dlfp.studies.controller_goal import settling_sentence
+
+    rows = pd.DataFrame([
+        {"arm": "dlfp-slo", "target": "a", "level": "tight", "trials": 10, "standing": "yes", "settled_at": 3,
+         "by_trials": " ".join(f"{n}:yes" for n in range(3, 11))},
+        {"arm": "dlfp-slo", "target": "b", "level": "tight", "trials": 10, "standing": "yes", "settled_at": 6,
+         "by_trials": "3:no 4:no 5:no " + " ".join(f"{n}:yes" for n in range(6, 11))},
+        {"arm": "dlfp-deadline", "target": "b", "level": "tight", "trials": 10, "standing": "no", "settled_at": 10,
+         "by_trials": " ".join(f"{n}:yes" for n in range(3, 10)) + " 10:no"},
+        {"arm": "dlfp-slo", "target": "cpu", "level": "relaxed", "trials": 3, "standing": "no", "settled_at": 3,
+         "by_trials": "3:no"},
+    ])
+    said = settling_sentence(rows)
+    assert said.startswith("1 of the 4 per-target standings rest on 3 trials only")
+    assert "Of the 3 judged on 10 trials, 1 held from 3 trials on" in said
+    assert "1 settled later (dlfp-slo on b tight at 6)" in said
+    assert "1 changed at the last count or cannot be read" in said and "9 yes, 10 no" in said
+    assert settling_sentence(rows.iloc[:0]).startswith("No pair was judged")

@@ -27,48 +27,6 @@ def test_plans_parse_and_pair_every_arm_on_one_workload() -> None:
     assert {f"{v}-{t}" for v in ("fast-host", "rare-stalls") for t in plans.PAPER_TARGETS} == set(expl)
 
 
-def test_only_names_an_unknown_entry() -> None:
-    with pytest.raises(ValueError, match="not in the baselines plan"):
-        plans.main(["baselines", "--out", "/nonexistent", "--only", "gpu-qwen3-9b", "--list"])
-
-
-def test_list_names_every_arm(capsys: pytest.CaptureFixture[str]) -> None:
-    """The capacity study's 161 arms once made its start line a screenful; --list is where they all are."""
-    assert plans.main(["capacity", "--out", "/nonexistent", "--only", "a100-qwen3-0.6b", "--list"]) == 0
-    listed = capsys.readouterr().err
-    assert listed.count("stock_0.3") == 1 and "dlfp-slo.relaxed_1.2" in listed and "more" not in listed
-
-
-def test_a_run_names_a_few_arms(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dlfp.trials import runner
-
-    monkeypatch.setattr(runner, "run_trials", lambda cfg, out, allow_dirty, workers: {"status": "complete"})
-    assert plans.main(["baselines", "--out", "/nonexistent", "--only", "cpu-tiny"]) == 0
-    started = capsys.readouterr().err
-    assert f"{len(plans.BASELINE_ARMS)} arms stock, " in started and f"{len(plans.BASELINE_ARMS) - 6} more" in started
-
-
-def test_the_stability_plan_repeats_the_default_design_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
-    """Each repetition is the default paired design itself (its trials, requests, seeds and design), in its own
-    folder with its own pre-flight; fewer than STABILITY_TIMES repetitions is refused by the command."""
-    from dlfp.trials.config import load_config
-
-    default = load_config(plans.CPU_BASE)
-    plan = plans.stability()
-    assert [str(d) for d, _ in plan] == [f"rep-{i}" for i in range(1, plans.STABILITY_TIMES + 1)]
-    for _, cfg in plan:
-        assert cfg.seeds == default.seeds and cfg.workload == default.workload and cfg.arms == default.arms
-        assert cfg.design == default.design and cfg.engine == default.engine
-    assert plans.main(["stability", "--out", "/nonexistent", "--times", "7", "--list"]) == 0
-    assert capsys.readouterr().err.count("/nonexistent/rep-") == 7
-    with pytest.raises(ValueError, match="at least 5 repetitions"):
-        plans.main(["stability", "--out", "/nonexistent", "--times", "3", "--list"])
-    with pytest.raises(ValueError, match="--times belongs to the stability study"):
-        plans.main(["baselines", "--out", "/nonexistent", "--times", "7", "--list"])
-    quick = plans.stability(trials=2, requests=20, times=1)
-    assert len(quick[0][1].seeds) == 2 and quick[0][1].workload["n_requests"] == 20
-
-
 def test_unknown_target_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown study target"):
         plans.target_config("tpu-qwen3-8b", {})
@@ -130,6 +88,25 @@ def test_the_capacity_plan_runs_every_arm_at_every_load_and_slo_arms_per_level()
     assert field.workload["arrival"] == {"kind": "gamma", "burstiness": 0.5} and len(field.workload["classes"]) == 3
 
 
+def test_goal_trials_give_the_goal_arms_more_trials_and_the_rest_the_runs_own() -> None:
+    """``--goal-trials``: what the controller goal compares (its controllers from the declared file, the fixed
+    budgets, stock) runs that many trials; every other arm the plan's, and the unit count says so."""
+    from dlfp.studies.controller_goal import load_goal
+
+    base = dict(plans.capacity(3, 40, ("a100-qwen3-8b",)))[plans.Path("a100-qwen3-8b")]
+    more = dict(plans.capacity(3, 40, ("a100-qwen3-8b",), goal_trials=10))[plans.Path("a100-qwen3-8b")]
+    assert len(more.seeds) == 10 and more.arm_names == base.arm_names
+    goal = {a.name for a in more.arms if a.trials is None}
+    from dlfp.studies.capacity import split_arm
+
+    bases = {split_arm(a)[0] for a in goal}
+    assert bases == {"stock", "mbt-256", "mbt-512", "mbt-1024", "mbt-2048", *load_goal().arms}
+    assert all(a.trials == 3 for a in more.arms if a.name not in goal)
+    assert more.arms_in(9) == tuple(a for a in more.arm_names if a in goal) and more.arms_in(2) == more.arm_names
+    assert more.unit_count == 3 * len(base.arms) + 7 * len(goal)
+    assert dict(plans.capacity(3, 40, ("a100-qwen3-8b",), goal_trials=3))[plans.Path("a100-qwen3-8b")] == base
+
+
 def test_the_virtual_clock_reaches_every_modeled_target_and_no_measured_one() -> None:
     """``--clock virtual``: modeled targets run on the virtual clock without what only a started engine uses,
     the fast-host counterfactual with its engine-core counterpart; the CPU engine stays measured."""
@@ -146,8 +123,3 @@ def test_the_virtual_clock_reaches_every_modeled_target_and_no_measured_one() ->
     with pytest.raises(ValueError, match="clock 'wall'"):
         plans.with_clock({}, "wall")
 
-
-def test_skip_measured_leaves_the_cpu_engine_out(capsys: pytest.CaptureFixture[str]) -> None:
-    assert plans.main(["capacity", "--out", "/nonexistent", "--clock", "virtual", "--skip-measured", "--list"]) == 0
-    listed = capsys.readouterr().err
-    assert "cpu-tiny" not in listed and "a100-qwen3-32b" in listed and "h200-qwen3-8b-field" in listed

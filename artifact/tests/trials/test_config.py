@@ -205,6 +205,12 @@ def test_the_field_example_parses_to_its_published_statistics() -> None:
                                                               "'gain' = 5 is invalid"),
     ([{"name": "stock"}, {"name": "x", "engine": {"dtype": "bfloat16"}}], "config field 'arms[1].engine'"),
     ([{"name": "stock"}, {"name": "x", "engine": {"max_num_seqs": 0}}], "config field 'engine.max_num_seqs' = 0"),
+    ([{"name": "stock"}, {"name": "x", "trials": 0}], "config field 'arms[1].trials' = 0 is invalid: allowed null"),
+    ([{"name": "stock"}, {"name": "x", "trials": True}], "config field 'arms[1].trials' = True is invalid"),
+    ([{"name": "stock"}, {"name": "x", "trials": 4}], "config field 'arms[1].trials' = 4 is invalid: allowed at "
+                                                      "most trials = 3"),
+    ([{"name": "stock", "trials": 2}], "config field 'arms[0].trials' = 2 is invalid: allowed unset: the 'stock' "
+                                       "reference runs in every trial"),
 ])
 def test_bad_arms_are_refused_by_index_and_field(arms: Any, message: str) -> None:
     with pytest.raises(ValueError) as err:

@@ -7,6 +7,7 @@ it can raise ``KeyboardInterrupt`` or an error in a chosen unit); the real engin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,29 @@ def test_complete_run_layout_and_arm_order(tmp_path, fake) -> None:
     assert m["versions"]["vllm"] and m["hardware"]["cpu_logical_cores"]
     assert not list(out.rglob("*.partial")) and not list(out.rglob("steps.jsonl"))
     assert all(u["ran"] == RAN for u in m["units"])  # what each engine reports it ran, per unit
+
+
+def test_an_arm_with_fewer_trials_runs_only_the_first_of_them_and_loads_as_complete(tmp_path, fake) -> None:
+    from dlfp.analysis.runs import load_run
+
+    arms = fake()
+    config = parse_config({**CONFIG, "trials": 3, "arms": [{"name": "stock"}, {"name": "dlfp", "dlfp": {}},
+                                                           {"name": "few", "dlfp": {"gain": 0.25}, "trials": 1}]})
+    assert [config.arms_in(k) for k in range(3)] == [("stock", "dlfp", "few"), ("stock", "dlfp"), ("stock", "dlfp")]
+    out = tmp_path / "run"
+    m = runner.run_trials(config, out, progress=False)
+    assert m["status"] == "complete" and len(m["units"]) == config.unit_count == 7 == len(arms.calls)
+    assert [(u["trial"], u["arm"]) for u in m["units"]] == [
+        (0, "stock"), (0, "dlfp"), (0, "few"), (1, "dlfp"), (1, "stock"), (2, "stock"), (2, "dlfp")]
+    assert not (out / "trial-1" / "few").exists()
+    run = load_run(out)
+    assert run.trials == [0, 1, 2] and run.trials_of("few") == [0] and run.trials_of("dlfp") == [0, 1, 2]
+    good = json.loads((out / "manifest.json").read_text())
+    for units in ([u for u in good["units"] if u["arm"] != "few"],  # the arm's one trial lost
+                  [*good["units"], {**good["units"][2], "trial": 1}]):  # a trial beyond the arm's own
+        (out / "manifest.json").write_text(json.dumps({**good, "units": units}))
+        with pytest.raises(runfolder.RunFolderError, match="an arm with its own 'trials', of that many"):
+            load_run(out)
 
 
 def test_interrupt_keeps_finished_units_and_resumes(tmp_path, fake) -> None:
