@@ -159,6 +159,23 @@ def standing(table: pd.DataFrame, which: pd.DataFrame) -> pd.DataFrame:
                            ignore_index=True)
 
 
+def share_grid(table: pd.DataFrame, which: pd.DataFrame) -> pd.DataFrame:
+    """Per ranked target and SLO-level pair (:func:`which_setting`) and arm it ran: the arm's capacity as a share
+    of the pair's best (point estimate, a censored capacity at its bound) and whether the trials can place it
+    below the best (``below``: False for the best and for every arm :func:`indistinguishable` from it). The
+    deployer's figure at a glance: a high share that is not ``below`` is as good as the best there. Pairs that
+    rank nothing are left out (:func:`unranked` names them)."""
+    top = {(r.target, r.level): {*r.best.split(", "), *filter(None, str(r.tied).split(", "))}
+           for r in which.itertuples() if r.ranked}
+    shares = _shares(table)
+    shares = shares[[pair in top for pair in zip(shares.target, shares.level, strict=True)]]
+    return pd.DataFrame({
+        "target": shares.target, "level": shares.level, "arm": shares.arm, "family": shares.family,
+        "share": shares.share.astype(float),
+        "below": [arm not in top[(t, lv)] for t, lv, arm in zip(shares.target, shares.level, shares.arm, strict=True)],
+    }).reset_index(drop=True)
+
+
 def unranked(which: pd.DataFrame) -> list[str]:
     """The target and SLO-level pairs that rank nothing (:data:`NONE_MEETS`), ``target (level)``: named,
     never counted."""

@@ -59,3 +59,23 @@ def test_seven_targets_wrap_into_rows_of_three() -> None:
     assert [ax.get_title() for ax in shown[:3]] == [f"t{k} (simulated)" for k in range(3)]
     fig2 = bars(table, "seven targets")
     assert len([ax for ax in fig2.axes if ax.get_visible()]) == 7 and len(fig2.axes) == 9
+
+
+def test_the_share_figure_has_a_cell_per_arm_and_pair_and_frames_the_ties() -> None:
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from dlfp.analysis.capacity_plots import shares
+
+    grid = pd.DataFrame([
+        {"target": "a", "level": "tight", "arm": "stock", "family": "stock", "share": 0.25, "below": True},
+        {"target": "a", "level": "tight", "arm": "mbt-256", "family": "fixed budget", "share": 1.0, "below": False},
+        {"target": "b", "level": "relaxed", "arm": "mbt-256", "family": "fixed budget", "share": 0.9, "below": False},
+    ])
+    fig = shares(grid, "t")
+    ax = fig.axes[0]
+    texts = sorted(t.get_text() for t in ax.texts)
+    assert texts == ["0.25", "0.90", "1.00"]  # stock did not run on b: no cell
+    assert len(ax.patches) == 2  # the two ties framed
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a\ntight", "b\nrelaxed"]
+    plt.close(fig)

@@ -124,3 +124,20 @@ def test_standing_counts_the_pairs_where_an_arm_was_not_detectably_beaten() -> N
     assert list(s.index) == ["dlfp", "mbt-256", "stock"]
     # With identical trials every gap is real: dlfp is detectably below mbt-256 on a.
     assert standing(table, which_setting(table, _trials(table))).set_index("arm").loc["dlfp", "detectably below"] == 1
+
+
+def test_the_share_grid_gives_each_arms_share_of_the_best_and_whether_the_trials_place_it_below() -> None:
+    from dlfp.studies.setting import share_grid
+
+    table = _table([(t, "tight", arm, cap, "none") for t, caps in (("a", (1.0, 4.0, 3.9)), ("b", (2.0, 1.0, 5.0)))
+                    for arm, cap in zip(("stock", "mbt-256", "dlfp"), caps, strict=True)]
+                   + [("c", "tight", "stock", 0.0, "below"), ("c", "tight", "dlfp", 0.0, "below")])
+    table["family"] = table.arm
+    trials = _trials(table)
+    trials.loc[(trials.target == "a") & (trials.arm == "dlfp"), "capacity_rps"] = [5.0, 3.0, 3.7]
+    grid = share_grid(table, which_setting(table, trials)).set_index(["target", "arm"])
+    assert set(grid.index.get_level_values("target")) == {"a", "b"}  # c ranks nothing: left out
+    assert grid.loc[("a", "mbt-256"), "share"] == 1.0 and not grid.loc[("a", "mbt-256"), "below"]
+    assert grid.loc[("a", "dlfp"), "share"] == pytest.approx(3.9 / 4.0) and not grid.loc[("a", "dlfp"), "below"]
+    assert grid.loc[("a", "stock"), "share"] == pytest.approx(0.25) and grid.loc[("a", "stock"), "below"]
+    assert grid.loc[("b", "mbt-256"), "share"] == pytest.approx(0.2) and grid.loc[("b", "mbt-256"), "below"]
