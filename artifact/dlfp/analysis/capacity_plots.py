@@ -135,16 +135,18 @@ BOUND_STYLES = {"tight": "--", "relaxed": ":"}
 def shares(grid: pd.DataFrame, title: str) -> plt.Figure:
     """The deployer's answer at a glance: one row per arm (family order), one column per target and SLO level,
     each cell the arm's capacity as a share of that pair's best arm (``grid``:
-    :func:`dlfp.studies.setting.share_grid`). A framed cell with its number in bold is one the trials cannot
-    place below the best (the best included); a blank one, an arm the target did not run."""
+    :func:`dlfp.studies.setting.share_grid`). A cell with a red triangle is one the paired trials place below
+    the best; every other filled cell, the best's included, cannot be told from it. Blank: an arm the target did
+    not run. (Marking the detectable losses rather than the ties keeps the figure readable where few trials
+    tie most arms.)"""
     sns.set_theme(style="white")
     arms = family_order(grid)
     pairs = list(dict.fromkeys(zip(grid.target, grid.level, strict=True)))
     value = np.full((len(arms), len(pairs)), np.nan)
-    level = np.zeros_like(value, dtype=bool)
+    below = np.zeros_like(value, dtype=bool)
     for r in grid.itertuples():
         i, j = arms.index(r.arm), pairs.index((r.target, r.level))
-        value[i, j], level[i, j] = r.share, not r.below
+        value[i, j], below[i, j] = r.share, r.below
     fig, ax = plt.subplots(figsize=(1.0 * len(pairs) + 2.6, 0.28 * len(arms) + 1.8), layout="constrained")
     image = ax.imshow(value, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     for i in range(len(arms)):
@@ -152,11 +154,14 @@ def shares(grid: pd.DataFrame, title: str) -> plt.Figure:
             if np.isnan(value[i, j]):
                 continue
             ax.text(j, i, f"{value[i, j]:.2f}", ha="center", va="center", fontsize=6.5,
-                    fontweight="bold" if level[i, j] else "normal", color="black" if value[i, j] > 0.55 else "white")
-            if level[i, j]:
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.2))
+                    color="black" if value[i, j] > 0.55 else "white")
+            if below[i, j]:
+                ax.plot(j + 0.36, i - 0.22, marker="v", markersize=4, color="red", linestyle="none")
     ax.set_yticks(range(len(arms)), arms, fontsize=7)
     ax.set_xticks(range(len(pairs)), [f"{t}\n{lv}" for t, lv in pairs], fontsize=6.5, rotation=45, ha="right")
     fig.colorbar(image, ax=ax, shrink=0.6, label="capacity / best arm's")
+    fig.legend(handles=[Line2D([], [], marker="v", color="red", linestyle="none", markersize=5,
+                               label="detectably below the best (paired trials)")],
+               loc="outside lower center", fontsize=8)
     ax.set_title(title, fontsize=9)
     return fig

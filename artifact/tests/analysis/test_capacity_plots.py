@@ -61,7 +61,7 @@ def test_seven_targets_wrap_into_rows_of_three() -> None:
     assert len([ax for ax in fig2.axes if ax.get_visible()]) == 7 and len(fig2.axes) == 9
 
 
-def test_the_share_figure_has_a_cell_per_arm_and_pair_and_frames_the_ties() -> None:
+def test_the_share_figure_has_a_cell_per_arm_and_pair_and_marks_the_detectable_losses() -> None:
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -76,6 +76,6 @@ def test_the_share_figure_has_a_cell_per_arm_and_pair_and_frames_the_ties() -> N
     ax = fig.axes[0]
     texts = sorted(t.get_text() for t in ax.texts)
     assert texts == ["0.25", "0.90", "1.00"]  # stock did not run on b: no cell
-    assert len(ax.patches) == 2  # the two ties framed
+    assert [tuple(line.get_xydata()[0]) for line in ax.lines] == [(0.36, -0.22)]  # stock on a, below the best
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a\ntight", "b\nrelaxed"]
     plt.close(fig)
