@@ -133,35 +133,39 @@ BOUND_STYLES = {"tight": "--", "relaxed": ":"}
 
 
 def shares(grid: pd.DataFrame, title: str) -> plt.Figure:
-    """The deployer's answer at a glance: one row per arm (family order), one column per target and SLO level,
-    each cell the arm's capacity as a share of that pair's best arm (``grid``:
+    """The deployer's answer at a glance: one panel per SLO level, one row per arm (family order), one column per
+    target, each cell the arm's capacity as a share of that target and level's best arm (``grid``:
     :func:`dlfp.studies.setting.share_grid`). A cell with a red triangle is one the paired trials place below
     the best; every other filled cell, the best's included, cannot be told from it. Blank: an arm the target did
-    not run. (Marking the detectable losses rather than the ties keeps the figure readable where few trials
-    tie most arms.)"""
+    not run, or a whole column where that level ranks nothing. (Marking the detectable losses rather than the
+    ties keeps the figure readable where few trials tie most arms; a panel per level keeps the numbers legible
+    in a page's width.)"""
     sns.set_theme(style="white")
     arms = family_order(grid)
-    pairs = list(dict.fromkeys(zip(grid.target, grid.level, strict=True)))
-    value = np.full((len(arms), len(pairs)), np.nan)
-    below = np.zeros_like(value, dtype=bool)
-    for r in grid.itertuples():
-        i, j = arms.index(r.arm), pairs.index((r.target, r.level))
-        value[i, j], below[i, j] = r.share, r.below
-    fig, ax = plt.subplots(figsize=(1.0 * len(pairs) + 2.6, 0.28 * len(arms) + 1.8), layout="constrained")
-    image = ax.imshow(value, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    for i in range(len(arms)):
-        for j in range(len(pairs)):
-            if np.isnan(value[i, j]):
-                continue
-            ax.text(j, i, f"{value[i, j]:.2f}", ha="center", va="center", fontsize=6.5,
+    targets = list(dict.fromkeys(grid.target))
+    levels = [lv for lv in ("tight", "relaxed") if lv in set(grid.level)]
+    fig, axes = plt.subplots(len(levels), 1, figsize=(0.85 * len(targets) + 2.4, (0.3 * len(arms) + 1.4) * len(levels)),
+                             layout="constrained", squeeze=False)
+    for ax, level in zip(axes[:, 0], levels, strict=True):
+        value = np.full((len(arms), len(targets)), np.nan)
+        below = np.zeros_like(value, dtype=bool)
+        for r in grid[grid.level == level].itertuples():
+            i, j = arms.index(r.arm), targets.index(r.target)
+            value[i, j], below[i, j] = r.share, r.below
+        image = ax.imshow(value, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        for i, j in zip(*np.nonzero(~np.isnan(value)), strict=True):
+            ax.text(j, i, f"{value[i, j]:.2f}", ha="center", va="center", fontsize=8,
                     color="black" if value[i, j] > 0.55 else "white")
             if below[i, j]:
-                ax.plot(j + 0.36, i - 0.22, marker="v", markersize=4, color="red", linestyle="none")
-    ax.set_yticks(range(len(arms)), arms, fontsize=7)
-    ax.set_xticks(range(len(pairs)), [f"{t}\n{lv}" for t, lv in pairs], fontsize=6.5, rotation=45, ha="right")
-    fig.colorbar(image, ax=ax, shrink=0.6, label="capacity / best arm's")
-    fig.legend(handles=[Line2D([], [], marker="v", color="red", linestyle="none", markersize=5,
+                ax.plot(j + 0.36, i - 0.22, marker="v", markersize=5, color="red", linestyle="none")
+        ranked = set(grid[grid.level == level].target)
+        ax.set_yticks(range(len(arms)), arms, fontsize=8)
+        ax.set_xticks(range(len(targets)), [t if t in ranked else f"{t}\n(ranks nothing)" for t in targets],
+                      fontsize=8, rotation=30, ha="right")
+        ax.set_title(f"{level} SLOs", fontsize=9)
+        fig.colorbar(image, ax=ax, shrink=0.8, label="capacity / best arm's")
+    fig.legend(handles=[Line2D([], [], marker="v", color="red", linestyle="none", markersize=6,
                                label="detectably below the best (paired trials)")],
                loc="outside lower center", fontsize=8)
-    ax.set_title(title, fontsize=9)
+    fig.suptitle(title, fontsize=10)
     return fig

@@ -73,9 +73,11 @@ def test_the_share_figure_has_a_cell_per_arm_and_pair_and_marks_the_detectable_l
         {"target": "b", "level": "relaxed", "arm": "mbt-256", "family": "fixed budget", "share": 0.9, "below": False},
     ])
     fig = shares(grid, "t")
-    ax = fig.axes[0]
-    texts = sorted(t.get_text() for t in ax.texts)
-    assert texts == ["0.25", "0.90", "1.00"]  # stock did not run on b: no cell
-    assert [tuple(line.get_xydata()[0]) for line in ax.lines] == [(0.36, -0.22)]  # stock on a, below the best
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a\ntight", "b\nrelaxed"]
+    panels = {ax.get_title(): ax for ax in fig.axes}  # a colorbar beside each panel, untitled
+    tight, relaxed = panels["tight SLOs"], panels["relaxed SLOs"]
+    assert sorted(t.get_text() for t in tight.texts) == ["0.25", "1.00"]
+    assert [t.get_text() for t in relaxed.texts] == ["0.90"]  # stock did not run on b: no cell
+    assert [tuple(line.get_xydata()[0]) for line in tight.lines] == [(0.36, -0.22)]  # stock on a, below the best
+    assert not relaxed.lines
+    assert [t.get_text() for t in tight.get_xticklabels()] == ["a", "b\n(ranks nothing)"]
     plt.close(fig)
