@@ -202,7 +202,7 @@ def settling(goal: Goal, points: pd.DataFrame, smallest: int = 3) -> pd.DataFram
             settled = n
         rows.append({"arm": arm, "target": target, "level": level, "trials": ns[-1], "standing": last,
                      "settled_at": math.nan if last == UNREAD else settled,
-                     "by_trials": " ".join(f"{n}:{by_n[n]}" for n in ns)})
+                     "by_trials": ", ".join(f"{n}:{by_n[n]}" for n in ns)})
     return pd.DataFrame(rows, columns=["arm", "target", "level", "trials", "standing", "settled_at", "by_trials"])
 
 
@@ -220,9 +220,11 @@ def settling_sentence(settled: pd.DataFrame, smallest: int = 3) -> str:
                      "(`dlfp study capacity --goal-trials N` runs the goal's arms in more)")
     more = settled[~fewest]
     if len(more):
-        early = more[more.settled_at <= smallest]
-        later = more[(more.settled_at > smallest) & (more.settled_at < more.trials)]
-        last = more[~more.index.isin(early.index) & ~more.index.isin(later.index)]
+        unread = more[more.standing == UNREAD]
+        read = more[more.standing != UNREAD]
+        early = read[read.settled_at <= smallest]
+        later = read[(read.settled_at > smallest) & (read.settled_at < read.trials)]
+        last = read[read.settled_at >= read.trials]
         lo, hi = int(more.trials.min()), int(more.trials.max())
         said = [f"of the {len(more)} judged on {lo if lo == hi else f'{lo} to {hi}'} trials, "
                 f"{len(early)} held from {smallest} trials on"]
@@ -230,15 +232,18 @@ def settling_sentence(settled: pd.DataFrame, smallest: int = 3) -> str:
             said.append(f"{len(later)} settled later ("
                         + ", ".join(f"{name[i]} at {int(later.settled_at[i])}" for i in later.index) + ")")
         if len(last):
-            said.append(f"{len(last)} changed at the last count or cannot be read, so more trials might still move "
-                        "them (" + ", ".join(f"{name[i]}: {_history(more.by_trials[i])}" for i in last.index) + ")")
+            said.append(f"{len(last)} changed at the last count, so more trials might still move them ("
+                        + "; ".join(f"{name[i]}: {_history(more.by_trials[i])}" for i in last.index) + ")")
+        if len(unread):
+            said.append(f"{len(unread)} cannot be read on the last count ({', '.join(name[unread.index])}: a capacity "
+                        "censored at an end of the sweep leaves no interval, which more trials do not give)")
         parts.append("; ".join(said))
     return ". ".join(p[0].upper() + p[1:] for p in parts) + "."
 
 
 def _history(by_trials: str) -> str:
-    """A standing's history as :func:`settling` writes it, in words (``3:no 4:yes`` reads 3 no, 4 yes)."""
-    return ", ".join(step.replace(":", " ") for step in by_trials.split())
+    """A standing's history as :func:`settling` writes it, in words (``3:no, 4:yes`` reads 3 no, 4 yes)."""
+    return ", ".join(step.replace(":", " ") for step in by_trials.split(", "))
 
 
 EVERY_PAIR = ("per_target_budget", "ttft_at_capacity")

@@ -4,6 +4,7 @@ judged per pair from a synthetic sweep, each way."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -150,10 +151,10 @@ def test_settling_names_the_trial_count_from_which_a_standing_held() -> None:
             for arm, per_trial in caps.items() for k, c in enumerate(per_trial) for load, rate in enumerate(RATES)]
     settled = settling(load_goal(), pd.DataFrame(rows)).set_index("arm")
     slo, deadline = settled.loc["dlfp-slo"], settled.loc["dlfp-deadline"]
-    assert slo["by_trials"].startswith(f"3:{NO}") and slo["standing"] == YES and slo["trials"] == 6
+    assert slo["by_trials"].startswith(f"3:{NO}, ") and slo["standing"] == YES and slo["trials"] == 6
     assert 3 < slo["settled_at"] <= 6
     assert deadline["standing"] == NO and deadline["settled_at"] == 3
-    assert deadline["by_trials"] == " ".join(f"{n}:{NO}" for n in range(3, 7))
+    assert deadline["by_trials"] == ", ".join(f"{n}:{NO}" for n in range(3, 7))
 
 
 def test_the_settling_sentence_says_which_standings_held_which_moved_and_which_rest_on_the_fewest() -> None:
@@ -161,17 +162,20 @@ def test_the_settling_sentence_says_which_standings_held_which_moved_and_which_r
 
     rows = pd.DataFrame([
         {"arm": "dlfp-slo", "target": "a", "level": "tight", "trials": 10, "standing": "yes", "settled_at": 3,
-         "by_trials": " ".join(f"{n}:yes" for n in range(3, 11))},
+         "by_trials": ", ".join(f"{n}:yes" for n in range(3, 11))},
         {"arm": "dlfp-slo", "target": "b", "level": "tight", "trials": 10, "standing": "yes", "settled_at": 6,
-         "by_trials": "3:no 4:no 5:no " + " ".join(f"{n}:yes" for n in range(6, 11))},
+         "by_trials": "3:no, 4:no, 5:no, " + ", ".join(f"{n}:yes" for n in range(6, 11))},
         {"arm": "dlfp-deadline", "target": "b", "level": "tight", "trials": 10, "standing": "no", "settled_at": 10,
-         "by_trials": " ".join(f"{n}:yes" for n in range(3, 10)) + " 10:no"},
+         "by_trials": ", ".join(f"{n}:yes" for n in range(3, 10)) + ", 10:no"},
+        {"arm": "dlfp-deadline", "target": "a", "level": "relaxed", "trials": 10, "standing": "cannot tell",
+         "settled_at": math.nan, "by_trials": ", ".join(f"{n}:cannot tell" for n in range(3, 11))},
         {"arm": "dlfp-slo", "target": "cpu", "level": "relaxed", "trials": 3, "standing": "no", "settled_at": 3,
          "by_trials": "3:no"},
     ])
     said = settling_sentence(rows)
-    assert said.startswith("1 of the 4 per-target standings rest on 3 trials only")
-    assert "Of the 3 judged on 10 trials, 1 held from 3 trials on" in said
+    assert said.startswith("1 of the 5 per-target standings rest on 3 trials only")
+    assert "Of the 4 judged on 10 trials, 1 held from 3 trials on" in said
     assert "1 settled later (dlfp-slo on b tight at 6)" in said
-    assert "1 changed at the last count or cannot be read" in said and "9 yes, 10 no" in said
+    assert "1 changed at the last count, so more trials might still move them" in said and "9 yes, 10 no)" in said
+    assert "1 cannot be read on the last count (dlfp-deadline on a relaxed: a capacity censored" in said
     assert settling_sentence(rows.iloc[:0]).startswith("No pair was judged")
