@@ -279,15 +279,14 @@ def capacity_arms(target: str, levels: tuple[str, ...] | None = None,
             {**a, "name": unit_name(a["name"], load), "load": load} for a in [*fixed, *held] for load in LOADS]
 
 
-def goal_arm(unit: str) -> bool:
+def goal_arm(unit: str, controllers: tuple[str, ...]) -> bool:
     """Whether a capacity unit belongs to what the controller goal compares (:mod:`dlfp.studies.controller_goal`):
-    the goal's controllers (from the declared file), the fixed budgets they are judged against, and stock."""
+    the goal's ``controllers`` (its declared file's arms), the fixed budgets they are judged against, and stock."""
     from dlfp.studies.capacity import split_arm
-    from dlfp.studies.controller_goal import load_goal
     from dlfp.studies.setting import FIXED_BUDGET
 
     base = split_arm(unit)[0]
-    return base == REFERENCE or base.startswith(FIXED_BUDGET) or base in load_goal().arms
+    return base == REFERENCE or base.startswith(FIXED_BUDGET) or base in controllers
 
 
 def with_goal_trials(arms: list[dict[str, Any]], trials: int,
@@ -298,7 +297,10 @@ def with_goal_trials(arms: list[dict[str, Any]], trials: int,
     ``goal_trials`` None (or not above ``trials``): every arm in every trial, as before."""
     if goal_trials is None or goal_trials <= trials:
         return arms, trials
-    return [a if goal_arm(a["name"]) else {**a, "trials": trials} for a in arms], goal_trials
+    from dlfp.studies.controller_goal import load_goal
+
+    controllers = load_goal().arms
+    return [a if goal_arm(a["name"], controllers) else {**a, "trials": trials} for a in arms], goal_trials
 
 
 def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
