@@ -191,9 +191,10 @@ def settling(goal: Goal, points: pd.DataFrame, smallest: int = 3) -> pd.DataFram
         judged = judge(goal, capacity_table(first), trial_capacities(first), first)
         for r in judged.itertuples():
             standings.setdefault((r.arm, r.target, r.level), {})[n] = r.per_target_budget
+    ran = points.groupby(["target", "level", "arm"])["trial"].nunique()  # an arm may run fewer than the most
     rows = []
     for (arm, target, level), by_n in standings.items():
-        ns = sorted(by_n)
+        ns = sorted(n for n in by_n if n <= max(int(ran.get((target, level, arm), 0)), min(by_n)))
         last = by_n[ns[-1]]
         settled = ns[-1]
         for n in reversed(ns):

@@ -155,6 +155,12 @@ def test_settling_names_the_trial_count_from_which_a_standing_held() -> None:
     assert 3 < slo["settled_at"] <= 6
     assert deadline["standing"] == NO and deadline["settled_at"] == 3
     assert deadline["by_trials"] == ", ".join(f"{n}:{NO}" for n in range(3, 7))
+    # A pair whose arms ran only three trials (a target without --goal-trials) is counted at three, not at
+    # the study's most.
+    other = pd.DataFrame(rows).query("trial < 3").assign(target="b")
+    both = settling(load_goal(), pd.concat([pd.DataFrame(rows), other], ignore_index=True))
+    short = both[both.target == "b"].set_index("arm")
+    assert short.loc["dlfp-slo", "trials"] == 3 and short.loc["dlfp-slo", "by_trials"] == f"3:{NO}"
 
 
 def test_the_settling_sentence_says_which_standings_held_which_moved_and_which_rest_on_the_fewest() -> None:
