@@ -8,6 +8,11 @@ two, and stock's P99 fell to an ordinary decode step). A first long prompt arriv
 Each arm starts a fresh engine (about a minute on 2 cores); the DLFP arm's engine first replays a
 short warm-up and is reset (:func:`dlfp.harness.arm.run_arms`, as the capacity study reuses engines),
 so the reset and the step log's segments are exercised on the real engine at no extra start.
+
+The DLFP arm runs without the saturation guard. Whether the third long prompt has waited one TTFT
+SLO behind capped chunks depends on the machine's speed (on CI's it did, and the released steps
+stalled the decoders as stock's do), and this module is about the controller's caps. The guard's
+release in vLLM's real scheduler is tested in ``tests/vllm/test_controller_protocol.py``.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ def workload() -> list[Request]:
     return reqs
 
 
+DLFP = {"saturation_guard": False}
+"""The paper's controller at its defaults, without the guard (see the module's docstring)."""
+
 WARMUP = [_req("w0", 50, 0.0, 32, 40), _req("w1", 51, 0.05, 1500, 2), _req("w2", 52, 0.15, 1500, 2)]
 """The DLFP arm's warm-up: two long prompts beside a decoder, so its controller adapts (state to forget)."""
 
@@ -52,7 +60,7 @@ def engines(tmp_path_factory) -> tuple[dict[str, ArmResult], Path]:
     """Both arms, and the DLFP engine's step log (its warm-up segment included)."""
     tmp = tmp_path_factory.mktemp("arms")
     out = {"stock": run_arm(EngineSpec(dlfp={"enabled": False}), workload(), tmp / "stock.jsonl")}
-    run_arms(EngineSpec(dlfp={}), [Job(workload(), lambda: None)], tmp / "dlfp.jsonl",
+    run_arms(EngineSpec(dlfp=DLFP), [Job(workload(), lambda: None)], tmp / "dlfp.jsonl",
              lambda _, result: out.setdefault("dlfp", result), warmup=WARMUP)
     return out, tmp / "dlfp.jsonl"
 
@@ -114,6 +122,7 @@ def test_mixed_steps_carry_capped_prefill(arms) -> None:
     assert len(mixed) >= 4
     assert mixed.cap.notna().all() and (mixed.prefill_tokens <= mixed.cap).all()
     assert mixed.guarded.any()  # the controller really adapted on guarded cycles
+    assert not steps.saturated.any()
     stock = arms["stock"].steps
     stock_mixed = stock[(stock.prefill_tokens > 0) & (stock.decode_reqs > 0)]
     assert stock.cap.isna().all() and stock_mixed.prefill_tokens.max() >= LONG
