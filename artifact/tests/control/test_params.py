@@ -109,13 +109,18 @@ def _bounds(allowed: str) -> tuple[bool, float, float]:
     return m.group(1) == "(", float(m.group(2)), float(m.group(3))
 
 
-NUMERIC = ("itl_slo_ms", "target_fraction", "gain", "chunk_min", "target_decode_steps", "pressure_decodes",
-           "prefill_every")
+NUMERIC = tuple(s.name for s in SPECS if re.fullmatch(r"[(\[][\d.]+, [\d.]+\]", s.allowed))
+
+
+def test_every_number_with_fixed_bounds_is_checked_below() -> None:
+    assert set(NUMERIC) == {"itl_slo_ms", "target_fraction", "gain", "chunk_min", "target_decode_steps",
+                            "pressure_decodes", "prefill_every", "prefill_interval", "ttft_slo_ms"}
 
 
 @pytest.mark.parametrize("key", NUMERIC)
 def test_documented_bounds_are_the_enforced_bounds(key: str) -> None:
-    """The table's ``allowed`` text is what validation does, at both ends."""
+    """The table's ``allowed`` text is what validation does, at both ends (the text and the check are
+    generated from one declaration; this reads the text as a user would)."""
     lo_open, lo, hi = _bounds(SPEC[key].allowed)
     integral = isinstance(SPEC[key].default, int)
     cast = int if integral else float

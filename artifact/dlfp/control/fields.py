@@ -1,0 +1,115 @@
+"""Config fields declared once: a dataclass field whose metadata carries its unit, its allowed values and
+its help, so that the validation, the error message and the reference table are generated from the one
+declaration and cannot drift apart.
+
+The kinds a deployer's configuration needs: a switch, one word of a list, a bounded number (integral or
+not, each bound a number or another field's name, the lower one open or closed) and an optional path.
+Rules between fields that are not bounds (two settings that exclude each other) stay with the class
+that holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import Field, dataclass, field, fields
+from typing import Any
+
+META = "config"
+"""The key of a field's metadata that holds its :class:`Rule`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """What one field accepts, in what unit, and why it exists."""
+
+    unit: str
+    doc: str
+    kind: str
+    """``switch``, ``word``, ``int``, ``float`` or ``path``."""
+    words: Sequence[str] | Callable[[], Sequence[str]] = ()
+    """A ``word`` field's accepted values, or a function read at each check (a table that may grow)."""
+    lo: float | str | None = None
+    """A number field's lower bound: a number, or the name of an earlier field whose value bounds it."""
+    hi: float | str | None = None
+    lo_open: bool = False
+
+    def choices(self) -> Sequence[str]:
+        return self.words() if callable(self.words) else self.words
+
+    @property
+    def allowed(self) -> str:
+        """The accepted values as the reference table and the error message say them."""
+        if self.kind == "switch":
+            return "true or false"
+        if self.kind == "word":
+            return " or ".join(self.choices())
+        if self.kind == "path":
+            return "null or a file path"
+        return f"{'(' if self.lo_open else '['}{_bound_text(self.lo)}, {_bound_text(self.hi)}]"
+
+    def accepts(self, value: Any, holder: object) -> bool:
+        """Does ``value`` fit, with bounds that name a field read from ``holder``?"""
+        if self.kind == "switch":
+            return isinstance(value, bool)
+        if self.kind == "word":
+            return isinstance(value, str) and value in self.choices()
+        if self.kind == "path":
+            return value is None or (isinstance(value, str) and bool(value))
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        if self.kind == "int" and not (isinstance(value, int) or value.is_integer()):
+            return False
+        lo, hi = _bound(self.lo, holder), _bound(self.hi, holder)  # NaN and infinities fail here
+        return (lo < value if self.lo_open else lo <= value) and value <= hi
+
+
+def _bound(bound: float | str | None, holder: object) -> float:
+    if bound is None:
+        raise TypeError("a number field needs both bounds")
+    return float(getattr(holder, bound)) if isinstance(bound, str) else float(bound)
+
+
+def _bound_text(bound: float | str | None) -> str:
+    if isinstance(bound, str) or bound is None:
+        return str(bound)
+    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
+
+
+def switch(default: bool, doc: str) -> Any:
+    """A true-or-false field."""
+    return field(default=default, metadata={META: Rule("-", doc, "switch")})
+
+
+def word(default: str, words: Sequence[str] | Callable[[], Sequence[str]], doc: str) -> Any:
+    """A field that takes one of ``words``."""
+    return field(default=default, metadata={META: Rule("-", doc, "word", words=words)})
+
+
+def number(default: float, unit: str, lo: float | str, hi: float | str, doc: str, *,
+           lo_open: bool = False) -> Any:
+    """A bounded number, integral when ``default`` is an int (a float such as 64.0 passes as one)."""
+    kind = "int" if isinstance(default, int) else "float"
+    return field(default=default, metadata={META: Rule(unit, doc, kind, lo=lo, hi=hi, lo_open=lo_open)})
+
+
+def path(doc: str) -> Any:
+    """An optional file path (``None``: none)."""
+    return field(default=None, metadata={META: Rule("path", doc, "path")})
+
+
+def declared(cls: type) -> Iterator[tuple[Field[Any], Rule]]:
+    """Each field of a dataclass with its rule, in declaration order (a field without one is refused)."""
+    for f in fields(cls):
+        rule = f.metadata.get(META)
+        if not isinstance(rule, Rule):
+            raise TypeError(f"{cls.__name__}.{f.name} declares no rule (dlfp.control.fields)")
+        yield f, rule
+
+
+def first_invalid(holder: object) -> tuple[str, Any, str] | None:
+    """The first field of a dataclass instance whose value its rule refuses, as (name, value, allowed)."""
+    for f, rule in declared(type(holder)):
+        value = getattr(holder, f.name)
+        if not rule.accepts(value, holder):
+            return f.name, value, rule.allowed
+    return None

@@ -1,0 +1,98 @@
+"""Config fields declared once (:mod:`dlfp.control.fields`): each kind's ``allowed`` text is what its check
+does, bounds may name an earlier field, a growing word list is read at each check, and a dataclass field
+without a rule is refused rather than passed unchecked."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dlfp.control.fields import declared, first_invalid, number, path, switch, word
+
+COLOURS = ["red", "green"]
+
+
+@dataclass(frozen=True)
+class Toy:
+    on: bool = switch(True, "a switch")
+    colour: str = word("red", lambda: tuple(COLOURS), "a word of a list that may grow")
+    low: int = number(2, "tokens", 1, 100, "an integral number")
+    high: int = number(50, "tokens", "low", 100, "bounded below by low")
+    share: float = number(0.5, "-", 0, 1, "open below", lo_open=True)
+    log: str | None = path("a file")
+
+
+def test_allowed_texts() -> None:
+    allowed = {f.name: rule.allowed for f, rule in declared(Toy)}
+    assert allowed == {"on": "true or false", "colour": "red or green", "low": "[1, 100]",
+                       "high": "[low, 100]", "share": "(0, 1]", "log": "null or a file path"}
+    units = {f.name: rule.unit for f, rule in declared(Toy)}
+    assert units["low"] == "tokens" and units["on"] == "-" and units["log"] == "path"
+
+
+def test_fractional_bounds_are_written_as_numbers() -> None:
+    @dataclass(frozen=True)
+    class Frac:
+        x: float = number(0.5, "-", 0.25, 1e6, "x")
+    [(_, rule)] = list(declared(Frac))
+    assert rule.allowed == "[0.25, 1000000]"
+
+
+def test_the_defaults_pass() -> None:
+    assert first_invalid(Toy()) is None
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("on", 1), ("on", "true"), ("colour", "blue"), ("colour", 3), ("low", 0), ("low", 101), ("low", 2.5),
+    ("low", True), ("low", "3"), ("low", math.nan), ("low", math.inf), ("low", 10**400),
+    ("high", 1),  # below low = 2
+    ("share", 0), ("share", 1.0001), ("share", -math.inf), ("log", ""), ("log", 3),
+])
+def test_a_refused_value_is_named_with_its_allowed_text(name: str, value: Any) -> None:
+    bad = first_invalid(Toy(**{name: value}))
+    assert bad is not None
+    assert bad[0] == name and bad[1] is value and bad[2] == next(r.allowed for f, r in declared(Toy) if f.name == name)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("on", False), ("colour", "green"), ("low", 1), ("low", 100), ("low", 64.0), ("high", 2), ("share", 1),
+    ("share", 1e-9), ("log", "x.jsonl"), ("log", None),
+])
+def test_an_accepted_value_passes(name: str, value: Any) -> None:
+    room = {"high": 100} if name == "low" else {}  # high is bounded below by low
+    assert first_invalid(Toy(**{name: value, **room})) is None
+
+
+def test_a_word_list_is_read_at_each_check() -> None:
+    assert first_invalid(Toy(colour="blue")) is not None
+    COLOURS.append("blue")
+    try:
+        assert first_invalid(Toy(colour="blue")) is None
+        assert next(r.allowed for f, r in declared(Toy) if f.name == "colour") == "red or green or blue"
+    finally:
+        COLOURS.remove("blue")
+
+
+def test_the_first_invalid_field_in_declaration_order_is_named() -> None:
+    assert first_invalid(Toy(on=0, share=5))[0] == "on"  # type: ignore[index, arg-type]
+
+
+def test_a_field_without_a_rule_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Loose:
+        x: int = field(default=1)
+    with pytest.raises(TypeError, match=r"Loose.x declares no rule"):
+        list(declared(Loose))
+
+
+@given(st.integers(-10**6, 10**6) | st.floats(allow_nan=True, allow_infinity=True))
+def test_a_number_passes_exactly_when_it_lies_within_its_bounds(value: float) -> None:
+    ok = first_invalid(Toy(share=value)) is None
+    assert ok == (0 < value <= 1)
+    ok_int = first_invalid(Toy(low=value, high=100)) is None
+    assert ok_int == (1 <= value <= 100 and float(value).is_integer())
