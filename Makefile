@@ -76,6 +76,7 @@ endif
 
 lint: setup
 	$(VENV)/bin/ruff check artifact
+	$(VENV)/bin/mypy
 
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -174,4 +175,4 @@ publish: setup
 
 # Removes .venv only: a conda environment that VENV may point at is yours to remove.
 clean:
-	rm -rf .venv .pytest_cache .ruff_cache .hypothesis _build build
+	rm -rf .venv .pytest_cache .ruff_cache .mypy_cache .hypothesis _build build

@@ -89,7 +89,8 @@ def load_bench_json(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, pd.Data
     n = _check_lists(raw, path)
     starts, ttfts, itls = _times(raw, path, n)
     origin = min(starts, default=0.0)
-    req_rows, tok_rows = [], []
+    req_rows: list[dict[str, Any]] = []
+    tok_rows: list[dict[str, Any]] = []
     for i in range(n):
         rid = f"b{i:04d}"
         send_s = starts[i] - origin

@@ -104,7 +104,7 @@ class DeadlineController:
         """Plan one step (module docstring, 1 to 4)."""
         base = self.itl.decide(ctx)
         self.chunk = self.itl.chunk
-        fields = {"updated": base.updated, "infeasible": base.infeasible, "cold": base.cold,
+        fields: dict[str, Any] = {"updated": base.updated, "infeasible": base.infeasible, "cold": base.cold,
                   "budget_s": base.budget_s, "floor_s": base.floor_s, "predicted_s": base.predicted_s}
         if base.cap is None:  # not mixed, or control off
             return DeadlineDecision(cap=None, **fields)

@@ -69,7 +69,7 @@ class DLFPController:
             return _UNRESTRICTED
         obs = ctx.obs
         updated = obs is not None and obs.guarded
-        if updated:
+        if obs is not None and updated:
             proposed = next_chunk(self.chunk, obs.interval_s, self.params, ctx.target_s)
             held = self.params.anti_windup and not obs.saturated  # may shrink, never grow
             self.chunk = min(self.chunk, proposed) if held else proposed

@@ -176,7 +176,8 @@ def output_digest(token_ids: Sequence[int]) -> str:
 
 def to_trace(traces: list[RequestTrace], t0: float) -> TrialTrace:
     """The trial tables of finished request traces (times already relative to ``t0``, the replay's start)."""
-    req_rows, tok_rows = [], []
+    req_rows: list[dict[str, Any]] = []
+    tok_rows: list[dict[str, Any]] = []
     for tr in traces:
         r = tr.request
         times = [stamp(t) for t in tr.token_t]

@@ -77,7 +77,7 @@ def output_to(log: Path, header: str | None = None) -> Iterator[Path]:
                 os.close(fd)
             sys.stdout, sys.stderr = old
             for h, stream in handlers:
-                h.setStream(stream)  # type: ignore[arg-type]
+                h.setStream(stream)
 
 
 def tail(log: Path, lines: int = 20) -> list[str]:

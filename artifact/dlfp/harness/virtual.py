@@ -53,7 +53,8 @@ def run_workload(spec: EngineSpec, requests: Sequence[Request], step_log: Path,
         got = received[r.request_id]
         done = got.finish_s is not None
         traces.append(RequestTrace(r, send_s=r.arrival_s, token_ids=got.token_ids, token_t=got.token_t,
-                                   finish_s=got.finish_s if done else float("nan"), status="ok" if done else "failed",
+                                   finish_s=float("nan") if got.finish_s is None else got.finish_s,
+                                   status="ok" if done else "failed",
                                    error=None if done else "unfinished when the virtual run ended"))
     steps, ran = steps_frame(step_log, 0.0)
     step_log.unlink(missing_ok=True)

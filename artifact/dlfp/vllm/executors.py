@@ -30,8 +30,9 @@ class TimedMultiprocExecutor(CompletionStamps, MultiprocExecutor):
     outputs on a second thread while the engine thread read others would mismatch replies.
     """
 
-    def collective_rpc(self, method: Any, timeout: float | None = None, args: tuple[Any, ...] = (),
-                       kwargs: dict[str, Any] | None = None, non_block: bool = False, **options: Any) -> Any:
+    def collective_rpc(  # type: ignore[override]  # vLLM's further keyword arguments pass through in options
+            self, method: Any, timeout: float | None = None, args: tuple[Any, ...] = (),
+            kwargs: dict[str, Any] | None = None, non_block: bool = False, **options: Any) -> Any:
         inner = super().collective_rpc(method, timeout, args, kwargs, non_block=True, **options)
         outer = self._relay.submit(inner)
         return outer if non_block else outer.result()

@@ -57,7 +57,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
@@ -121,7 +121,14 @@ def executor_name(backend: Any) -> str:
         return f"{backend.__module__}.{backend.__qualname__}"
     return str(backend)
 
-class _DLFPMixin:
+if TYPE_CHECKING:
+    _SchedulerBase = Scheduler
+    """What the mixin is mixed into, so a type checker reads ``super()`` and vLLM's attributes."""
+else:
+    _SchedulerBase = object
+
+
+class _DLFPMixin(_SchedulerBase):
     """The DLFP behaviour shared by the sync and async variants."""
 
     clock: Callable[[], float] = staticmethod(time.monotonic)
@@ -139,7 +146,7 @@ class _DLFPMixin:
             if not issubclass(wanted, cls):
                 # type.__call__ will not run __init__ on an instance of another class.
                 obj = object.__new__(wanted)
-                obj.__init__(vllm_config, *args, **kwargs)
+                obj.__init__(vllm_config, *args, **kwargs)  # type: ignore[misc]  # wanted's own __init__
                 return obj
             cls = wanted
         return object.__new__(cls)
@@ -347,10 +354,11 @@ class _DLFPMixin:
             record.exec_done_t = exec_done_t(scheduler_output)
             self._tracker.completed(record, now)
             if self._needs_batch and record.decode_context is not None and record.total_tokens > 0:
+                done_t = self._tracker.last_done_t  # set by completed() just above
                 self.dlfp_controller.completed(CompletedStep(
                     decode_reqs=record.decode_reqs, decode_context=record.decode_context,
                     prefill_tokens=record.prefill_tokens, prefill_context=record.prefill_context or 0,
-                    schedule_t=record.schedule_t, done_t=self._tracker.last_done_t, cap=record.cap,
+                    schedule_t=record.schedule_t, done_t=now if done_t is None else done_t, cap=record.cap,
                     fields=record.controller))
             if self._log is not None:
                 self._log.add(record)
