@@ -2,7 +2,8 @@
 built from a capacity study's folder (``dlfp study capacity``) as :mod:`dlfp.book.page` items.
 
 Targets still running (a manifest without every unit) are named and left out of every table, so a page
-rendered mid-study says what it lacks instead of ranking arms on part of a sweep.
+rendered mid-study says what it lacks instead of ranking arms on part of a sweep. Every value another page
+pastes is glued in every case, a stand-in saying why where there is nothing to show, so that page builds.
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ def _not_run(root: str, still: str) -> Iterator[Item]:
     yield Glue("capacity_fit_features", not_run)
     yield Glue("capacity_standing", not_run)
     yield Glue("capacity_unranked", Plain(note))
+    yield Glue("capacity_controller_goal", Plain(note))
+    yield Glue("capacity_controller_goal_settling", Plain(""))
+    yield Glue("capacity_controller_goal_pairs", not_run)
+    yield Glue("capacity_shares", not_run)
     yield Say(note)
 
 
@@ -158,6 +163,10 @@ def _goals(points: pd.DataFrame, table: pd.DataFrame, trials: pd.DataFrame, sour
             "Sources: " + sources)
         yield Glue("capacity_controller_goal_pairs", pairs)
         yield Show(pairs)
+    else:  # Beyond the paper pastes the table: say why there is none
+        yield Glue("capacity_controller_goal_pairs", pd.DataFrame(
+            {"controller goal": ["no target and SLO-level pair ranks anything (fewer than two trials in which any "
+                                 "arm met the SLOs)"]}).style.hide(axis="index"))
 
 
 def _fits(here: Path, running: dict[str, str], sources: str) -> Iterator[Item]:
