@@ -75,11 +75,15 @@ def legend(ax: plt.Axes) -> list[str]:
 
 
 def test_the_notebooks_use_these_figures() -> None:
+    """Every figure the book draws, in a notebook's cell or in a section module it calls (dlfp.book)."""
+    call = re.compile(r"\bfigures\.([a-z_]+)\(")
     used = set()
     for nb in (REPO_ROOT / "notebooks").glob("*.ipynb"):
         for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] == "code":
-                used |= set(re.findall(r"\bfigures\.([a-z_]+)\(", "".join(cell["source"])))
+                used |= set(call.findall("".join(cell["source"])))
+    for module in (REPO_ROOT / "artifact" / "dlfp" / "book").glob("*.py"):
+        used |= set(call.findall(module.read_text(encoding="utf-8")))
     assert used == NOTEBOOK_FIGURES  # a new figure in a notebook gets a test here
     assert all(callable(getattr(figures, name)) for name in used)
 
