@@ -4,7 +4,8 @@ The reference tables used to live in the README, where one test checked the para
 now live in ``book/reference/`` and the README only links to them. These checks (fast: text and
 pure modules, no vLLM import) keep the pages tied to the code they document:
 
-* every DLFP parameter of :data:`dlfp.control.params.SPECS`, in order, with its default;
+* the parameter table is the one generated from :data:`dlfp.control.params.SPECS` (no hand-written copy);
+* no command line is written on two pages;
 * every modeled-executor setting (:class:`dlfp.sim.config.SimConfig`) and every design rule
   (:class:`dlfp.trials.design.Rules`), with their defaults;
 * every page under ``book/reference/`` in ``_toc.yml`` (``only_build_toc_files`` would silently
@@ -68,12 +69,31 @@ def test_the_reference_pages_exist() -> None:
             "commands"} <= names, names
 
 
-def test_parameter_table_lists_every_dlfp_parameter_in_order_with_its_default() -> None:
-    rows = _rows("parameters.md")
-    assert [key for key, _ in rows] == [s.name for s in SPECS]
-    wrong = [(s.name, cell, s.default) for s, (_, cell) in zip(SPECS, rows, strict=True)
-             if not _same_default(cell, s.default)]
-    assert not wrong, wrong
+def test_the_parameter_table_is_the_one_generated_from_the_declarations() -> None:
+    """The page pastes the install check's table (built from ``SPECS``), and types no row of its own: a
+    hand-written copy could fall behind the code."""
+    text = _text(REFERENCE / "parameters.md")
+    assert re.search(r"```\{glue:\} params_table\n:doc: \.\./generated/00_verify\.ipynb\n```", text)
+    assert not [key for key, _ in _rows("parameters.md") if key in {s.name for s in SPECS}]
+
+
+def _code_lines(path: Path) -> set[str]:
+    """The lines of a page's fenced code blocks long enough to be a command, not a word."""
+    blocks = re.findall(r"```[\w{}:-]*\n(.*?)```", _text(path), flags=re.S)
+    return {line.strip() for block in blocks for line in block.splitlines() if len(line.strip()) > 30}
+
+
+def test_no_snippet_is_written_twice() -> None:
+    """Each command line lives on one page (the README included); the others link to it."""
+    docs = [README, *sorted(REPO_ROOT.joinpath("book").glob("*.md")), *PAGES]
+    seen: dict[str, Path] = {}
+    twice = []
+    for doc in docs:
+        for line in _code_lines(doc):
+            if line in seen:
+                twice.append((line, seen[line].name, doc.name))
+            seen.setdefault(line, doc)
+    assert not twice, twice
 
 
 def test_every_modeled_executor_setting_is_documented_with_its_default() -> None:
