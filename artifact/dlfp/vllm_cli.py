@@ -23,7 +23,7 @@ def _version(name: str) -> str:
 
 def main() -> int:
     """Run vLLM's CLI with the distribution-name lookup fixed."""
-    metadata.version = _version
+    metadata.version = _version  # type: ignore[assignment]  # the lookup vLLM's CLI makes, answered
     from vllm.entrypoints.cli.main import main as vllm_main
 
     sys.argv[0] = "vllm"

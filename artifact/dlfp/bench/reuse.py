@@ -18,6 +18,7 @@ nothing measurable where that interval holds zero).
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import tempfile
@@ -77,7 +78,7 @@ def measure(target: str, repeats: int, requests: int, load: float) -> dict[str, 
             runs["reused"].append(_summary(result))
             print(f"  round {j + 1}/{repeats} done", flush=True)
 
-        jobs = [Job(reqs, (lambda j=j: fresh_pair(j))) for j in range(repeats)]
+        jobs = [Job(reqs, functools.partial(fresh_pair, j)) for j in range(repeats)]
         run_arms(spec, jobs, Path(tmp) / "reused.jsonl", done, warmup=warmup)
     return {"target": target, "rate_rps": config.workload["rate_rps"], "requests": len(reqs), **runs}
 

@@ -141,7 +141,7 @@ def modeled_plan(base_config: str, runs: Sequence[Mapping[str, Any]] | None, out
             raise ValueError(f"notebook parameter 'runs' has {dict(entry)!r}: {exc}") from None
         require(isinstance(profile, Profile), "runs", entry, "roofline profiles (a fitted one models one machine)")
         raw = merge(base.raw, {"name": f"{base.name}-{run.label}",
-                               "engine": {"model": run.model, "sim": {**base.engine.sim, "profile": run.profile,
+                               "engine": {"model": run.model, "sim": {**(base.engine.sim or {}), "profile": run.profile,
                                                                       "tp": run.tp}},
                                "dlfp": dict(run.dlfp)})
         plan.append((Path(out_root) / run.label, parse_config(raw)))

@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--book-only and --only exclude each other (--book-only is --only " + " ".join(FROM_TRACES) + ")")
     root = args.root.resolve()
     started = time.monotonic()
-    names = FROM_TRACES if args.book_only else NOTEBOOKS
+    names: tuple[str, ...] = FROM_TRACES if args.book_only else NOTEBOOKS
     if args.only:
         names = tuple(n for n in NOTEBOOKS if n in args.only)
     params = notebook_parameters(args.run, args.gen, args.sim, args.reduced)

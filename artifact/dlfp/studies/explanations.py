@@ -82,10 +82,11 @@ def table(load: Callable[[str, str], RunData | None]) -> pd.DataFrame:
             if key not in cache:
                 run = load(*key)
                 cache[key] = None if run is None else (run, trial_rows(run))
-            if cache[key] is None or arm not in cache[key][0].arms:
+            entry = cache[key]
+            if entry is None or arm not in entry[0].arms:
                 row[target] = "not rendered"
                 continue
-            p = paired(cache[key][1], "itl_p99_ms", arm)
+            p = paired(entry[1], "itl_p99_ms", arm)
             cells[target] = p
             ci = f" [{p['t_lo']:.0f}, {p['t_hi']:.0f}]" if "t_lo" in p else ""
             row[target] = f"{p['mean_pct']:.0f}%{ci}"

@@ -100,7 +100,7 @@ def which_setting(table: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         top = g[g["share"] == 1.0] if ranked else g.iloc[0:0]
         lookup = g.set_index("arm")["share"]
         best = str(top["arm"].iloc[0]) if len(top) else None
-        tied = indistinguishable(own, best, confidence) if len(top) == 1 else []
+        tied = indistinguishable(own, best, confidence) if best is not None and len(top) == 1 else []
 
         def against(arm: str | None, best: str | None = best, own: pd.DataFrame = own) -> str:
             if arm is None or best is None or arm == best or arm not in set(own.arm):

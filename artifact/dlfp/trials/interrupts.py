@@ -87,8 +87,9 @@ def watch_interrupt() -> Iterator[StopSignal]:
         redelivered, stop.redelivered = stop.redelivered, False
         if stop.stopping or (redelivered and on_its_way_out(sys.exc_info()[1])):
             return  # a repeat must not cut short the cleanup of the first; a second Ctrl-C may
-        stop.signal = signal.Signals(signum)
-        chained = previous[signum]
+        sig = signal.Signals(signum)
+        stop.signal = sig
+        chained = previous[sig]
         if callable(chained) and chained is not signal.default_int_handler:
             chained(signum, frame)
             return

@@ -220,7 +220,7 @@ def _check_fields(path: Path, manifest: dict[str, Any]) -> None:
     own = {a.get("name"): a.get("trials") for a in manifest["config"].get("arms") or [] if isinstance(a, dict)}
     names = set(own) if own and None not in own else {a for _, a in got}  # the config's arms, where it names them
     planned = set(got) if not isinstance(trials, int) else {
-        (k, a) for k in range(trials) for a in names if not isinstance(own.get(a), int) or k < own[a]}
+        (k, a) for k in range(trials) for a in names if not isinstance(limit := own.get(a), int) or k < limit}
     if len(set(got)) != len(got) or set(got) != planned:  # a unit lost or doubled would drop a trial silently
         doubled = sorted({u for u in got if got.count(u) > 1})
         odd = [f"{what} {units[:5]}{' ...' if len(units) > 5 else ''}" for what, units in (

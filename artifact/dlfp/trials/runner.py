@@ -19,6 +19,7 @@ themselves, from every process vLLM starts, goes to ``<run folder>.engine.log``
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -139,7 +140,7 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
     log = engine_step_log(out)
     log.unlink(missing_ok=True)
     progress = prepare(0)  # the first unit's clock includes the engine's start, as with one engine per unit
-    jobs = [Job(w, (lambda: progress) if j == 0 else (lambda j=j: prepare(j))) for j, w in enumerate(work)]
+    jobs = [Job(w, (lambda: progress) if j == 0 else functools.partial(prepare, j)) for j, w in enumerate(work)]
     spec = config.engine_for(first["arm"])
     try:
         with output_to(engine_log(out), f"{header} (seed {first['seed']}{shared})"):
