@@ -133,6 +133,13 @@ def paired(rows: pd.DataFrame, metric: str, arm: str = "dlfp") -> dict[str, Any]
     return out
 
 
+def reduction_notes(mean_pct: float, n: int, lo: float, hi: float) -> list[str]:
+    """A paired reduction read back from a table (its mean, trial count and interval; NaN: one trial, no
+    interval) in the words its interval allows (:func:`effect_words`), then the interval where there is one."""
+    p = {"mean_pct": mean_pct, "n": n, **({} if pd.isna(lo) else {"t_lo": lo, "t_hi": hi})}
+    return [effect_words(p)] + ([] if pd.isna(lo) else [f"paired 95% CI {lo:.1f}% to {hi:.1f}%"])
+
+
 def effect_words(p: dict[str, Any]) -> str:
     """A paired reduction (:func:`paired`'s mapping, or one with ``mean_pct``, ``t_lo``, ``t_hi`` and
     ``n``) as a verb phrase whose strength follows its interval (:func:`effect_kind`): "reduces it

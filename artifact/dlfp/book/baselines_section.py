@@ -11,7 +11,7 @@ import pandas as pd
 from dlfp.analysis import figures
 from dlfp.analysis.labels import lateness_note, source_kind, source_line, stock_budget
 from dlfp.analysis.runs import RunData, load_run
-from dlfp.analysis.stats import effect_words
+from dlfp.analysis.stats import reduction_notes
 from dlfp.analysis.tables import regime
 from dlfp.book.notebook import Plain
 from dlfp.book.page import Figure, Glue, Item, Say, Show
@@ -35,21 +35,19 @@ EFFECT_ARMS = ("dlfp", "dlfp-completion", "dlfp-antiwindup", "dlfp-decode", "cap
 
 def reduction_text(row: pd.Series, trials: int) -> str:
     """An arm's P99 ITL reduction against stock as the prose gives it: mean, words its interval allows, interval."""
-    p = {"mean_pct": row["ITL reduction vs stock (%)"], "n": trials,
-         **({} if pd.isna(row["ITL CI lo (%)"]) else {"t_lo": row["ITL CI lo (%)"], "t_hi": row["ITL CI hi (%)"]})}
-    ci = "" if "t_lo" not in p else f"; paired 95% CI {p['t_lo']:.1f}% to {p['t_hi']:.1f}%"
-    return f"{p['mean_pct']:.1f}% ({effect_words(p)}{ci})"
+    mean = row["ITL reduction vs stock (%)"]
+    return f"{mean:.1f}% ({'; '.join(reduction_notes(mean, trials, row['ITL CI lo (%)'], row['ITL CI hi (%)']))})"
 
 
-def load(root: str) -> dict[str, RunData]:
-    """The study's runs by target (its folder names)."""
-    return {d.name: load_run(d) for d in run_folders([root])}
+def load(root: str) -> tuple[dict[str, RunData], dict[str, pd.DataFrame]]:
+    """The study's runs by target (its folder names), and each run's arms table (:func:`run_table`)."""
+    runs = {d.name: load_run(d) for d in run_folders([root])}
+    return runs, {name: run_table(r) for name, r in runs.items()}
 
 
-def section(root: str, runs: Mapping[str, RunData]) -> Iterator[Item]:
-    """Everything the section's first cell shows and glues, in the page's order (``root``: the study's folder,
-    ``runs``: :func:`load`'s)."""
-    tables = {name: run_table(r) for name, r in runs.items()}
+def section(root: str, runs: Mapping[str, RunData], tables: dict[str, pd.DataFrame]) -> Iterator[Item]:
+    """Everything the section's first cell shows and glues, in the page's order (``root``: the study's folder;
+    ``runs`` and ``tables``: :func:`load`'s)."""
     for target in TARGETS:  # numbers for the prose, or a note saying which run is missing
         t = tables.get(target)
         # The run's own arms (a run made before an arm joined the plan lacks it); the plan's where it is missing.
@@ -86,10 +84,10 @@ def section(root: str, runs: Mapping[str, RunData]) -> Iterator[Item]:
     yield Show(summary)
 
 
-def per_run(runs: Mapping[str, RunData]) -> Iterator[Item]:
+def per_run(runs: Mapping[str, RunData], tables: dict[str, pd.DataFrame]) -> Iterator[Item]:
     """Each run's arms with their latencies and settings, captioned with where the run comes from, its stock
     budget, its regime and how late its client sent."""
     for name, r in runs.items():
-        yield Show(run_table(r).drop(columns=["settings", "family"]).style.format(precision=1).hide(axis="index")
+        yield Show(tables[name].drop(columns=["settings", "family"]).style.format(precision=1).hide(axis="index")
                    .set_caption(f"{name}: {figures.provenance(r)}; stock budget {stock_budget(r)}; "
                                 f"{regime(r)['verdict']}; {lateness_note(r)}"))

@@ -13,7 +13,7 @@ import pandas as pd
 
 from dlfp.analysis import figures
 from dlfp.analysis.runs import RunData, load_run, trial_rows
-from dlfp.analysis.stats import effect_words, paired
+from dlfp.analysis.stats import paired, reduction_notes
 from dlfp.analysis.tables import generalization_table
 from dlfp.book.notebook import Plain
 from dlfp.book.page import Figure, Glue, Item
@@ -34,9 +34,7 @@ def load(root: str) -> tuple[dict[str, RunData], pd.DataFrame]:
 
 def setting_text(row: Mapping[str, Any]) -> str:
     """A setting's reduction as the prose gives it: mean, then the words, interval, signal divergence and regime."""
-    p = {"mean_pct": row["ITL reduction (%)"], "n": row["trials"],
-         **({} if pd.isna(row["ITL CI lo (%)"]) else {"t_lo": row["ITL CI lo (%)"], "t_hi": row["ITL CI hi (%)"]})}
-    notes = [effect_words(p)] + ([] if "t_lo" not in p else [f"paired 95% CI {p['t_lo']:.1f}% to {p['t_hi']:.1f}%"])
+    notes = reduction_notes(row["ITL reduction (%)"], row["trials"], row["ITL CI lo (%)"], row["ITL CI hi (%)"])
     notes += [f"signal divergence {row['signal divergence']:.2f}"] + (
         [] if row["regime"] == "in regime" else [row["regime"]])
     return f"{row['ITL reduction (%)']:.1f}% ({'; '.join(notes)})"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import Field, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 META = "config"
 """The key of a field's metadata that holds its :class:`Rule`."""
@@ -24,8 +24,7 @@ class Rule:
 
     unit: str
     doc: str
-    kind: str
-    """``switch``, ``word``, ``int``, ``float`` or ``path``."""
+    kind: Literal["switch", "word", "int", "float", "path"]
     words: Sequence[str] | Callable[[], Sequence[str]] = ()
     """A ``word`` field's accepted values, or a function read at each check (a table that may grow)."""
     lo: float | str | None = None
@@ -88,7 +87,7 @@ def word(default: str, words: Sequence[str] | Callable[[], Sequence[str]], doc: 
 def number(default: float, unit: str, lo: float | str, hi: float | str, doc: str, *,
            lo_open: bool = False) -> Any:
     """A bounded number, integral when ``default`` is an int (a float such as 64.0 passes as one)."""
-    kind = "int" if isinstance(default, int) else "float"
+    kind: Literal["int", "float"] = "int" if isinstance(default, int) else "float"
     return field(default=default, metadata={META: Rule(unit, doc, kind, lo=lo, hi=hi, lo_open=lo_open)})
 
 

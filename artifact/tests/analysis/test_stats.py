@@ -112,3 +112,12 @@ def test_bootstrap_only_from_seven_trials() -> None:
     rows = pd.DataFrame([{"trial": k, "arm": arm, "m": 100.0 if arm == "stock" else 60.0 + k}
                          for k in range(7) for arm in ("stock", "dlfp")])
     assert "boot_lo" in paired(rows, "m") and "boot_lo" not in paired(rows[rows.trial < 6], "m")
+
+
+def test_reduction_notes_read_a_table_row_in_its_intervals_words() -> None:
+    from dlfp.analysis.stats import effect_words, reduction_notes
+
+    assert reduction_notes(20.0, 3, 5.0, 35.0) == [
+        effect_words({"mean_pct": 20.0, "n": 3, "t_lo": 5.0, "t_hi": 35.0}), "paired 95% CI 5.0% to 35.0%"]
+    assert reduction_notes(20.0, 1, math.nan, math.nan) == ["cannot be judged from one trial (no interval)"]
+    assert reduction_notes(-3.0, 3, -9.0, 2.5)[0] == "shows no detectable effect on it"

@@ -22,7 +22,7 @@ PLANNED = [a["name"] for a in BASELINE_ARMS if a["name"] != "stock"]
 
 def test_no_study_yet_names_every_missing_run_and_still_glues_what_pages_paste(tmp_path: Path) -> None:
     root = str(tmp_path / "none")
-    items = list(section(root, load(root)))
+    items = list(section(root, *load(root)))
     values = glued(items)
     assert PASTED and set(values) >= PASTED
     for target in TARGETS:
@@ -31,19 +31,19 @@ def test_no_study_yet_names_every_missing_run_and_still_glues_what_pages_paste(t
     assert not [i for i in items if isinstance(i, (Figure, Show))]
     [say] = [i for i in items if isinstance(i, Say)]
     assert say.text == f"no baselines runs under {root} (dlfp study baselines --out {root} makes them)"
-    assert list(per_run(load(root))) == []
+    assert list(per_run(*load(root))) == []
 
 
 def test_a_target_with_its_run_gets_numbers_the_others_a_note(tmp_path: Path) -> None:
     shutil.copytree(REPO_ROOT / "data" / "runs" / "study-baselines" / "cpu-tiny", tmp_path / "study" / "cpu-tiny")
     root = str(tmp_path / "study")
-    runs = load(root)
-    items = list(section(root, runs))
+    runs, tables = load(root)
+    items = list(section(root, runs, tables))
     values = glued(items)
     assert set(values) >= PASTED
     ran = [k for k in values if k.startswith(glue_key("cpu-tiny-"))]
     assert ran and all(re.fullmatch(r"-?\d+\.\d% \(.+\)", str(values[k])) for k in ran)  # mean (words; interval)
     assert str(values[glue_key(f"{TARGETS[1]}-dlfp")]) == f"(run {TARGETS[1]} is not in {root})"
     assert [type(i).__name__ for i in items if not isinstance(i, Glue)] == ["Figure", "Show"]  # frontier, summary
-    [table] = list(per_run(runs))
+    [table] = list(per_run(runs, tables))
     assert table.value.caption.startswith("cpu-tiny: measured")  # where its numbers come from, first
