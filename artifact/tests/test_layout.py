@@ -13,15 +13,20 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "dlfp"
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "artifact" / "dlfp"
+PLUGIN = REPO / "dlfp-vllm" / "src" / "dlfp"
+"""The two halves of the ``dlfp`` package: the artifact's, and the plug-in's distribution (``dlfp-vllm``)."""
+PLUGIN_LAYERS = ("control", "vllm")
 MAX_LINES = 420
 
 
 def modules() -> dict[str, Path]:
     out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for root in (PACKAGE, PLUGIN):
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 
 
@@ -84,12 +89,12 @@ def forbidden(init: Path) -> tuple[str, ...]:
     return tuple(x.strip() for x in found.group(1).replace("\n", " ").split(","))
 
 
-SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+SUBPACKAGES = sorted(p.parent.name for root in (PACKAGE, PLUGIN) for p in root.glob("*/__init__.py"))
 
 
 @pytest.mark.parametrize("sub", SUBPACKAGES)
 def test_subpackage_imports_only_what_its_docstring_allows(sub: str) -> None:
-    banned = forbidden(PACKAGE / sub / "__init__.py")
+    banned = forbidden(modules()[f"dlfp.{sub}"])
     assert f"dlfp.{sub}" not in banned
     bad = []
     for name, path in modules().items():
@@ -123,9 +128,28 @@ def test_every_import_follows_the_declared_layers() -> None:
     assert not bad, "imports against dlfp.LAYERS:\n" + "\n".join(bad)
 
 
+def test_the_plug_in_is_its_own_bottom_layers_and_imports_nothing_of_the_artifact() -> None:
+    """The plug-in's distribution holds exactly the bottom layers after ``paths`` and, function-local
+    imports included, imports no other part of ``dlfp``: a deployer installs it without the artifact."""
+    from dlfp import LAYERS
+
+    assert sorted(p.name for p in PLUGIN.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()) == \
+        sorted(PLUGIN_LAYERS), "the plug-in holds dlfp.control and dlfp.vllm only (and no dlfp/__init__.py)"
+    assert LAYERS[1:1 + len(PLUGIN_LAYERS)] == PLUGIN_LAYERS
+    assert not any((PACKAGE / layer).exists() for layer in PLUGIN_LAYERS), "a plug-in layer left in the artifact"
+    bad = []
+    for name, path in modules().items():
+        if path.is_relative_to(PLUGIN):
+            for line, target in imports(path, name):
+                parts = target.split(".")
+                if parts[0] == "dlfp" and (len(parts) < 2 or parts[1] not in PLUGIN_LAYERS):
+                    bad.append(f"{path.relative_to(REPO)}:{line} imports {target}")
+    assert not bad, "the plug-in imports the artifact:\n" + "\n".join(bad)
+
+
 def test_top_level_holds_only_the_entry_points_and_paths() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "cli.py", "paths.py", "vllm_cli.py"], top
+    assert top == ["__init__.py", "cli.py", "paths.py"], top
 
 
 @pytest.mark.parametrize("name", sorted(modules()))
@@ -141,29 +165,36 @@ def test_module_is_small_and_finds_files_through_paths(name: str) -> None:
 
 
 TESTS = Path(__file__).resolve().parent
+PLUGIN_TESTS = REPO / "dlfp-vllm" / "tests"
 TESTED_THROUGH = {
-    "dlfp.vllm.direct": "vllm/test_scheduler.py",  # the rig every scheduler test drives
-    "dlfp.vllm.executors": "integration/test_completion_stamps_cpu.py",  # vLLM's executors, stamped, in real engines
-    "dlfp.vllm.lifeline": "integration/test_faults_cpu.py",  # needs a real engine core to outlive its driver
-    "dlfp.sim.standalone": "sim/test_executor.py",  # the rig the executor tests drive
-    "dlfp.bench.load": "integration/test_load_cpu.py",  # starts an engine core
-    "dlfp.harness.result": "harness/test_arm.py",  # what the arm runners return, tested with them
-    "dlfp.control.protocol": "vllm/test_controller_protocol.py",  # the protocol as the glue runs it
-    "dlfp.control.registry": "vllm/test_controller_protocol.py",  # a controller registered and run
+    "dlfp.vllm.direct": "dlfp-vllm/tests/vllm/test_scheduler.py",  # the rig every scheduler test drives
+    # vLLM's executors, stamped, in real engines
+    "dlfp.vllm.executors": "artifact/tests/integration/test_completion_stamps_cpu.py",
+    # needs a real engine core to outlive its driver
+    "dlfp.harness.lifeline": "artifact/tests/integration/test_faults_cpu.py",
+    "dlfp.sim.standalone": "artifact/tests/sim/test_executor.py",  # the rig the executor tests drive
+    "dlfp.bench.load": "artifact/tests/integration/test_load_cpu.py",  # starts an engine core
+    "dlfp.harness.result": "artifact/tests/harness/test_arm.py",  # what the arm runners return, tested with them
+    # the protocol as the glue runs it; a controller registered and run
+    "dlfp.control.protocol": "dlfp-vllm/tests/vllm/test_controller_protocol.py",
+    "dlfp.control.registry": "dlfp-vllm/tests/vllm/test_controller_protocol.py",
 }
-"""Modules whose tests live in the file named here, which must import them (glue and test rigs)."""
+"""Modules whose tests live in the file named here (from the repository's root), which must import them
+(glue and test rigs)."""
 
 
 def _test_file_of(name: str) -> Path:
-    """``dlfp.a.b`` -> ``tests/a/test_b.py``; ``dlfp.b`` -> ``tests/test_b.py``."""
+    """``dlfp.a.b`` -> ``tests/a/test_b.py``; ``dlfp.b`` -> ``tests/test_b.py``, in the tests of the half
+    (artifact or plug-in) that holds the module."""
     *sub, leaf = name.split(".")[1:]
-    return TESTS.joinpath(*sub, f"test_{leaf}.py")
+    tests = PLUGIN_TESTS if modules()[name].is_relative_to(PLUGIN) else TESTS
+    return tests.joinpath(*sub, f"test_{leaf}.py")
 
 
 @pytest.mark.parametrize("name", sorted(n for n in modules() if modules()[n].name != "__init__.py"))
 def test_every_module_has_tests_by_name(name: str) -> None:
     if name in TESTED_THROUGH:
-        path = TESTS / TESTED_THROUGH[name]
+        path = REPO / TESTED_THROUGH[name]
         assert path.is_file(), f"{name} is tested through {path}, which does not exist"
         parent, _, leaf = name.rpartition(".")
         imported = {t for _, t in imports(path, path.stem)}

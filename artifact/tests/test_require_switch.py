@@ -39,7 +39,7 @@ def _collect(tmp_path: Path, require: str | None) -> subprocess.CompletedProcess
     if require is not None:
         env["DLFP_REQUIRE_ENGINE"] = require
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
-                           "artifact/tests/vllm/test_scheduler.py"], cwd=REPO_ROOT, env=env,
+                           "artifact/tests/integration/test_engine_cpu.py"], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT_S)
 
 

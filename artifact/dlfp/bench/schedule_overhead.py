@@ -21,8 +21,10 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from dlfp.paths import model_path, write_json_atomic
 from dlfp.vllm.direct import fabricate_output, make_request, make_scheduler
 
 LONG_PROMPT = 4000
@@ -46,7 +48,8 @@ def _prepare(dlfp: dict[str, Any] | None, running: int, mixed: bool) -> Any:
     from dlfp.vllm import DLFPScheduler
 
     cls = Scheduler if dlfp is None else DLFPScheduler
-    s = make_scheduler(cls, async_scheduling=False, max_num_seqs=running + 8, dlfp=dlfp)
+    s = make_scheduler(cls, async_scheduling=False, model=model_path("qwen3-tiny"), max_num_seqs=running + 8,
+                       dlfp=dlfp)
     for i in range(running):
         s.add_request(make_request(f"d{i}", 32, 7000))
     _step(s)  # prefill all decoders in one step
@@ -119,7 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", choices=("decode", "mixed", "both"), default="both")
     ap.add_argument("--clock", choices=tuple(CLOCKS), default="cpu",
                     help="cpu: the thread's CPU time (default; robust to other load), wall: elapsed time")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="also write the medians and ratios as JSON here, with who made them (the commit, this "
+                         "machine, vLLM, the command); the plug-in's README quotes the committed one")
+    ap.add_argument("--allow-dirty", action="store_true", help="with --out: allow uncommitted code")
     args = ap.parse_args(argv)
+    report: dict[str, Any] = {}
+    if args.out is not None:
+        from dlfp.bench.virtual_time import provenance
+
+        report = {**provenance(args.allow_dirty), "running": args.running, "rounds": args.rounds,
+                  "steps_per_round": args.steps_per_round, "clock": args.clock, "scenarios": {}}
     scenarios = ("decode", "mixed") if args.scenario == "both" else (args.scenario,)
     print(f"scheduler {args.clock} time per step, {args.running} running requests, "
           f"{args.rounds} x {args.steps_per_round} interleaved steps per arm; medians in us, "
@@ -130,4 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{scenario:>6} {name:>13}: schedule() {r['schedule_median_us']:7.1f} us "
                   f"(ratio {r['schedule_ratio']:.3f}), schedule()+update_from_output() "
                   f"{r['step_median_us']:7.1f} us (ratio {r['step_ratio']:.3f})")
+        if args.out is not None:
+            report["scenarios"][scenario] = res
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(args.out, report)
+        print(f"report: {args.out}")
     return 0

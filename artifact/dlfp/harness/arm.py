@@ -26,12 +26,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dlfp.harness import lifeline
 from dlfp.harness.driver import EngineTarget, drive
 from dlfp.harness.engine import EngineSpec, start_engine
 from dlfp.harness.result import ArmResult, steps_frame
 from dlfp.harness.telemetry import TelemetrySampler, engine_gpus
 from dlfp.harness.workload import Request
-from dlfp.vllm import lifeline
 
 T = TypeVar("T")
 
@@ -146,7 +146,7 @@ async def with_engine(spec: EngineSpec, body: Callable[[EngineTarget], Awaitable
 def _shutdown(engine: Any, failing: bool) -> None:
     """Shut ``engine`` down. When the arm is already ``failing`` (an error, a signal, a dead
     engine core), a shutdown error is reported but does not replace the error that says why;
-    an engine core that outlives this anyway ends with the driver (:mod:`dlfp.vllm.lifeline`)."""
+    an engine core that outlives this anyway ends with the driver (:mod:`dlfp.harness.lifeline`)."""
     try:
         engine.shutdown()
     except Exception as exc:

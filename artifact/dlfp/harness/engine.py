@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any, get_args, get_type_hints
 
 from dlfp.control.params import parse_params
+from dlfp.harness import lifeline
 from dlfp.harness.devices import PCI_BUS_ID
 from dlfp.paths import model_path, weight_files
-from dlfp.vllm import lifeline
 
 SCHEDULER_CLS = "dlfp.vllm.DLFPScheduler"
 TIMED_UNI = "dlfp.vllm.executors.TimedUniProcExecutor"

@@ -27,8 +27,10 @@ from dlfp import paths
 from dlfp.paths import REPO_ROOT
 from dlfp.trials.runfolder import MANIFEST, RunFolderError, listed_files, read_manifest, verify_file
 
-DEPENDS_ON = ("artifact/dlfp", "configs", "notebooks", "params", "Makefile", "pyproject.toml")
-"""What a run executes or is configured by, relative to the repository root."""
+DEPENDS_ON = ("artifact/dlfp", "dlfp-vllm/src", "dlfp-vllm/pyproject.toml", "configs", "notebooks", "params",
+              "Makefile", "pyproject.toml")
+"""What a run executes or is configured by, relative to the repository root (the plug-in's code and
+build file too: a run executes its scheduler)."""
 _PATHSPEC = (*DEPENDS_ON, ":(exclude,glob)**/.ipynb_checkpoints/**")  # Jupyter's autosaves are not code
 ALLOW_DIRTY_ENV = "DLFP_ALLOW_DIRTY"
 """Set to 1 to allow runs from a dirty tree where no flag reaches (``make artifact``, a batch script)."""

@@ -63,3 +63,11 @@ def test_shades_stay_between_the_colour_and_white(color: str, n: int) -> None:
     last = mcolors.to_rgb(shade(color, n - 1, n))
     want = base if n == 1 else tuple(b + (1 - b) * families.LIGHTEST for b in base)
     assert all(abs(a - b) < 1e-2 for a, b in zip(last, want, strict=True))
+
+
+def test_every_registered_controller_has_a_family() -> None:
+    """The plug-in's registry names each controller's family; the figures colour by it."""
+    from dlfp.control import registry
+
+    for name, entry in registry.REGISTRY.items():
+        assert entry.family in FAMILIES, f"controller {name!r}: family {entry.family!r} is not one of {FAMILIES}"

@@ -4,7 +4,8 @@ The reference tables used to live in the README, where one test checked the para
 now live in ``book/reference/`` and the README only links to them. These checks (fast: text and
 pure modules, no vLLM import) keep the pages tied to the code they document:
 
-* the parameter table is the one generated from :data:`dlfp.control.params.SPECS` (no hand-written copy);
+* the parameter page is the plug-in's README (``dlfp-vllm/README.md``, included), whose table is the one
+  generated from :data:`dlfp.control.params.SPECS` (no hand-written copy);
 * no command line is written on two pages;
 * every modeled-executor setting (:class:`dlfp.sim.config.SimConfig`) and every design rule
   (:class:`dlfp.trials.design.Rules`), with their defaults;
@@ -29,7 +30,7 @@ import pytest
 import tomllib
 import yaml
 
-from dlfp.control.params import SPECS
+from dlfp.control.params import markdown_table
 from dlfp.paths import PACKAGE, REPO_ROOT
 from dlfp.sim.config import SimConfig
 from dlfp.trials.design import RULE_DOCS, DesignSpec, Rules
@@ -37,6 +38,9 @@ from dlfp.trials.design import RULE_DOCS, DesignSpec, Rules
 REFERENCE = REPO_ROOT / "book" / "reference"
 PAGES = sorted(REFERENCE.glob("*.md"))
 README = REPO_ROOT / "README.md"
+PLUGIN_README = REPO_ROOT / "dlfp-vllm" / "README.md"
+PLUGIN_PACKAGE = REPO_ROOT / "dlfp-vllm" / "src" / "dlfp"
+"""The plug-in's half of the package (its own distribution): ``dlfp.control`` and ``dlfp.vllm``."""
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 ROW = re.compile(r"^\| `(\w+)` \| ([^|]+?) \|", flags=re.M)
 DOTTED = re.compile(r"(?<![\w.])dlfp(?:\.\w+)+")
@@ -69,12 +73,17 @@ def test_the_reference_pages_exist() -> None:
             "commands"} <= names, names
 
 
-def test_the_parameter_table_is_the_one_generated_from_the_declarations() -> None:
-    """The page pastes the install check's table (built from ``SPECS``), and types no row of its own: a
-    hand-written copy could fall behind the code."""
-    text = _text(REFERENCE / "parameters.md")
-    assert re.search(r"```\{glue:\} params_table\n:doc: \.\./generated/00_verify\.ipynb\n```", text)
-    assert not [key for key, _ in _rows("parameters.md") if key in {s.name for s in SPECS}]
+def test_the_parameter_page_is_the_plug_ins_readme_whose_table_is_generated() -> None:
+    """The page includes the plug-in's README from its marker on and types nothing of its own, and the
+    README's table is :func:`~dlfp.control.params.markdown_table`'s text (the plug-in's tests check it too):
+    a hand-written copy could fall behind the code."""
+    page, readme = _text(REFERENCE / "parameters.md"), _text(PLUGIN_README)
+    include = re.search(r"```\{include\} \.\./\.\./dlfp-vllm/README\.md\n:start-after: (.+)\n```", page)
+    assert include, "parameters.md must include ../../dlfp-vllm/README.md"
+    marker = include.group(1)
+    assert readme.count(marker) == 1 and readme.index(marker) < readme.index("## Parameters")
+    assert markdown_table() in readme
+    assert not ROW.findall(page), "parameters.md types a table row: the table is the README's"
 
 
 def _code_lines(path: Path) -> set[str]:
@@ -85,7 +94,7 @@ def _code_lines(path: Path) -> set[str]:
 
 def test_no_snippet_is_written_twice() -> None:
     """Each command line lives on one page (the README included); the others link to it."""
-    docs = [README, *sorted(REPO_ROOT.joinpath("book").glob("*.md")), *PAGES]
+    docs = [README, PLUGIN_README, *sorted(REPO_ROOT.joinpath("book").glob("*.md")), *PAGES]
     seen: dict[str, Path] = {}
     twice = []
     for doc in docs:
@@ -146,7 +155,7 @@ def _relative_links(path: Path) -> list[str]:
     return [t for t in LINK.findall(_text(path)) if not re.match(r"^(?:[a-z]+:|#)", t)]
 
 
-@pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [README, PLUGIN_README, *PAGES], ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_relative_links_resolve_to_files(path: Path) -> None:
     broken = [t for t in _relative_links(path) if not (path.parent / t.split("#", 1)[0]).exists()]
     assert not broken, broken
@@ -166,16 +175,17 @@ def _defines(module: Path, name: str) -> bool:
 def _exists(dotted: str) -> bool:
     """``dlfp.a.b`` is a module or package of the package, or a name such a module defines."""
     parts = dotted.split(".")[1:]
-    for n in range(len(parts), -1, -1):
-        base = PACKAGE.joinpath(*parts[:n])
-        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
-        if module.is_file():
-            rest = parts[n:]
-            return not rest or (len(rest) == 1 and _defines(module, rest[0]))
-    return False
+    for n in range(len(parts), 0, -1):
+        for root in (PACKAGE, PLUGIN_PACKAGE):
+            base = root.joinpath(*parts[:n])
+            module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+            if module.is_file():
+                rest = parts[n:]
+                return not rest or (len(rest) == 1 and _defines(module, rest[0]))
+    return not parts or (len(parts) == 1 and _defines(PACKAGE / "__init__.py", parts[0]))
 
 
-@pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [README, PLUGIN_README, *PAGES], ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_every_dotted_name_exists_in_the_package(path: Path) -> None:
     stale = sorted({d for d in DOTTED.findall(_text(path)) if not _exists(d)})
     assert not stale, stale
@@ -184,7 +194,7 @@ def test_every_dotted_name_exists_in_the_package(path: Path) -> None:
 def test_every_version_on_the_pages_is_the_pinned_one() -> None:
     pins = tomllib.loads(_text(REPO_ROOT / "pyproject.toml"))["tool"]["dlfp"]["versions"]
     wrong = []
-    for page in PAGES:
+    for page in [*PAGES, PLUGIN_README]:
         text = _text(page)
         wrong += [f"{page.name}: vllm {v}" for v in re.findall(r"\bvllm(?:-cpu)?={2,3}([\w.]+)", text)
                   if v != pins["vllm"]]

@@ -1,6 +1,6 @@
 """Per-step completion stamps (``dlfp.vllm.completion_stamps``): the mixin on fake executors, then in real engines.
 
-The part that starts a real engine; the fast tests are in ``artifact/tests/vllm/test_completion_stamps.py``.
+The part that starts a real engine; the fast tests are in ``dlfp-vllm/tests/vllm/test_completion_stamps.py``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ so the reset and the step log's segments are exercised on the real engine at no 
 The DLFP arm runs without the saturation guard. Whether the third long prompt has waited one TTFT
 SLO behind capped chunks depends on the machine's speed (on CI's it did, and the released steps
 stalled the decoders as stock's do), and this module is about the controller's caps. The guard's
-release in vLLM's real scheduler is tested in ``tests/vllm/test_controller_protocol.py``.
+release in vLLM's real scheduler is tested in ``dlfp-vllm/tests/vllm/test_controller_protocol.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Faults as clusters deliver them: a killed driver, a SIGTERM, a dead engine core.
 
-Fast tests check :mod:`dlfp.vllm.lifeline` with plain processes (a stand-in driver, engine core
+Fast tests check :mod:`dlfp.harness.lifeline` with plain processes (a stand-in driver, engine core
 and worker). The slow test is one cluster job's life on the real CPU engine, run by
 ``dlfp trial`` as a subprocess: the engine core killed mid-arm, then SIGTERM, then SIGKILL
 of the driver, each followed by the same command resuming; after each, no process the
@@ -24,9 +24,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dlfp.harness import lifeline
 from dlfp.paths import REPO_ROOT
 from dlfp.trials.runfolder import engine_step_log
-from dlfp.vllm import lifeline
 
 ROOT = REPO_ROOT
 
@@ -54,7 +54,7 @@ def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Proc
 # when the driver dies, and the lifeline must still act.
 DRIVER = textwrap.dedent("""
     import os, subprocess, sys, time
-    from dlfp.vllm import lifeline
+    from dlfp.harness import lifeline
     os.environ.update(lifeline.child_environment())
     core = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -63,7 +63,7 @@ DRIVER = textwrap.dedent("""
 """)
 CORE = textwrap.dedent("""
     import os, subprocess, sys, time
-    from dlfp.vllm import lifeline
+    from dlfp.harness import lifeline
     if {no_pidfd}:
         del os.pidfd_open  # as on Linux < 5.3: the lifeline polls instead
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])

@@ -196,7 +196,7 @@ def test_sigterm_is_an_interruption_with_its_own_exit_code(tmp_path, fake, monke
 
 def test_dead_engine_core_fails_the_run_with_exit_code_1(tmp_path, fake, capsys) -> None:
     from dlfp.cli import main
-    from dlfp.vllm.lifeline import EngineCoreDied
+    from dlfp.harness.lifeline import EngineCoreDied
 
     fake(fail_at=2, fail=EngineCoreDied("the engine core process died during the arm"))
     config, out = _unit_config(tmp_path), tmp_path / "run"

@@ -8,9 +8,10 @@ Two directions, one module:
   is killed (SIGKILL, an unhandled SIGTERM, an OOM kill): the engine core then idles on
   forever as an orphan, holding a GPU's memory on a cluster node. :func:`child_environment`
   names the driver's pid for the child (``dlfp.harness.engine.start_engine`` sets it before vLLM
-  starts it), and :func:`exit_with_parent`, called inside the engine-core process by the
-  DLFP scheduler, starts a thread that waits for that pid to exit and then kills the engine
-  core and its own children (vLLM's workers). It waits on a pidfd (Linux >= 5.3: no
+  starts it), and :func:`exit_with_parent`, which vLLM calls in every process it starts
+  (engine core first, workers too) through this distribution's ``vllm.general_plugins``
+  entry point, whatever scheduler the arm runs, starts a thread that waits for that pid to
+  exit and then kills the engine core and its own children (vLLM's workers). It waits on a pidfd (Linux >= 5.3: no
   wake-ups at all while the driver lives) and polls once a second where there is none.
   It watches the driver *process*, unlike ``PR_SET_PDEATHSIG``, which fires when the
   thread that started the child ends: in Jupyter the engine is started from a worker

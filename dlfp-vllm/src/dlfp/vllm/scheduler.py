@@ -59,19 +59,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-from vllm.v1.core.sched.output import SchedulerOutput
-from vllm.v1.core.sched.scheduler import Scheduler
-
-from dlfp import __version__
 from dlfp.control import registry
 from dlfp.control.guard import saturated
 from dlfp.control.params import DLFPConfigError, DLFPParams, parse_params
 from dlfp.control.protocol import BATCH, QUEUE, CompletedStep, Prompt, StepContext
 from dlfp.control.signals import StepRecord, StepTracker
 from dlfp.control.steplog import StepLog
-from dlfp.vllm import lifeline
 from dlfp.vllm.completion_stamps import exec_done_t
+from dlfp.vllm.version import PLUGIN_VERSION, check_supported
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.scheduler import Scheduler
 
 logger = logging.getLogger("dlfp")
 
@@ -152,7 +150,7 @@ class _DLFPMixin(_SchedulerBase):
         return object.__new__(cls)
 
     def __init__(self, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
-        lifeline.exit_with_parent()  # in the engine-core process: end with the driver that started it
+        check_supported()
         params = params_from_vllm_config(vllm_config)  # fail before vLLM allocates anything
         super().__init__(vllm_config, *args, **kwargs)
         if self.connector is not None:
@@ -171,7 +169,7 @@ class _DLFPMixin(_SchedulerBase):
         self._start_control()
         self._segment = 0
         self._header = {
-            "dlfp_version": __version__,
+            "dlfp_version": PLUGIN_VERSION,
             "scheduler": type(self).__name__,
             "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
             "executor": executor_name(vllm_config.parallel_config.distributed_executor_backend),

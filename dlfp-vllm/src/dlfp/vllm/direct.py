@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
+
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import SchedulerOutput
@@ -21,8 +22,6 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCache
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
-
-from dlfp.paths import model_path
 
 BLOCK_SIZE = 16
 SAMPLED_TOKEN = 7
@@ -32,14 +31,17 @@ def make_scheduler(
     scheduler_cls: type,
     *,
     async_scheduling: bool,
+    model: str,
     dlfp: dict[str, Any] | None = None,
-    model: str = "qwen3-tiny",
     max_num_batched_tokens: int = 4096,
     max_num_seqs: int = 128,
     num_blocks: int = 65536,
 ) -> Any:
-    """A scheduler of ``scheduler_cls`` (ours or vLLM's) over a weightless model config."""
-    model_config = ModelConfig(model=model_path(model), skip_tokenizer_init=True,
+    """A scheduler of ``scheduler_cls`` (ours or vLLM's) over the model config in directory ``model``.
+
+    Only the config is read (no tokenizer, no weights): a weightless ``config.json`` is enough.
+    """
+    model_config = ModelConfig(model=model, skip_tokenizer_init=True,
                                dtype="float32", max_model_len=8192, seed=0)
     scheduler_config = SchedulerConfig(
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,

@@ -1,12 +1,12 @@
-"""vLLM glue: the scheduler plug-ins, stamped executors, direct drive, the lifeline, vLLM's version.
+"""vLLM glue: the scheduler plug-ins, stamped executors, direct drive, vLLM's version and command line.
 
 Owns everything that subclasses or hooks vLLM 0.32, kept thin: the decisions live in
 :mod:`dlfp.control`. ``--scheduler-cls dlfp.vllm.DLFPScheduler`` (or ``DLFPAsyncScheduler``;
 either name picks the variant that matches the engine's scheduling mode). The two names load
-:mod:`dlfp.vllm.scheduler` on first access, so the lifeline plug-in and the completion stamps,
-which every vLLM process and the modeled executor import, do not pull in the scheduler.
-Must not import: dlfp.harness, dlfp.trials, dlfp.analysis, dlfp.studies, dlfp.sim, dlfp.cluster,
-dlfp.book, dlfp.bench.
+:mod:`dlfp.vllm.scheduler` on first access, so the completion stamps, which the modeled
+executor imports, and the version lookup do not pull in the scheduler.
+Must not import: dlfp.paths, dlfp.harness, dlfp.trials, dlfp.analysis, dlfp.studies, dlfp.sim,
+dlfp.cluster, dlfp.book, dlfp.bench (the plug-in's distribution holds none of them).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """DLFP parameters: every knob with its default, unit and valid range, declared once on its field.
 
-The declaration drives validation of vLLM's ``additional_config["dlfp"]``, the method chapter's
-parameter table (:data:`SPECS`) and the error messages, so the three cannot drift apart.
+The declaration drives validation of vLLM's ``additional_config["dlfp"]``, the parameter table
+(:data:`SPECS`: the method chapter's, and the plug-in README's, :func:`markdown_table`) and the error
+messages, so they cannot drift apart.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -117,6 +119,18 @@ class DLFPParams:
 SPECS: tuple[ParamSpec, ...] = tuple(
     ParamSpec(f.name, f.default, rule.unit, rule.allowed, rule.doc) for f, rule in declared(DLFPParams))
 """Every parameter in order, with its default, unit, allowed values and help: the reference table."""
+
+
+def markdown_table() -> str:
+    """:data:`SPECS` as a Markdown table (defaults as JSON, as a config writes them): the plug-in's README
+    holds exactly this text, and its tests compare the two."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| parameter | default | unit | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
+    rows += [f"| `{s.name}` | `{json.dumps(s.default)}` | {cell(s.unit)} | {cell(s.allowed)} | {cell(s.doc)} |"
+             for s in SPECS]
+    return "\n".join(rows) + "\n"
 
 
 def _validate(p: DLFPParams) -> None:

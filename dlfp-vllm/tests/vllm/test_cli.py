@@ -1,4 +1,4 @@
-"""``dlfp-vllm`` (:mod:`dlfp.vllm_cli`): vLLM's own command line with the distribution-name lookup
+"""``dlfp-vllm`` (:mod:`dlfp.vllm.cli`): vLLM's own command line with the distribution-name lookup
 fixed. ``importlib.metadata.version("vllm")`` answers with :func:`~dlfp.vllm.version.vllm_version`
 (``<version>+cpu`` on the CPU wheel), every other name as before, and vLLM's CLI is then run
 unchanged with ``argv[0]`` ``vllm``. vLLM's CLI is replaced by a recorder here; the real one is
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dlfp import vllm_cli
-from dlfp.paths import REPO_ROOT
+from dlfp.vllm import cli as vllm_cli
 from dlfp.vllm import version
 from dlfp.vllm.version import vllm_version
 
@@ -78,12 +77,12 @@ def _dlfp_vllm() -> str | None:
 
 
 @pytest.mark.slow
-def test_the_installed_entry_point_answers_version() -> None:
+def test_the_installed_entry_point_answers_version(tmp_path: Path) -> None:
     pytest.importorskip("vllm")
     script = _dlfp_vllm()
     if script is None:
-        pytest.skip("dlfp-vllm is not installed (pip install -e .)")
-    done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=180, cwd=REPO_ROOT,
+        pytest.skip("the dlfp-vllm script is not installed (pip install dlfp-vllm)")
+    done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=180, cwd=tmp_path,
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == vllm_version()  # vLLM printing what the lookup answered

@@ -23,7 +23,8 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from dlfp.control.params import DLFPConfigError
 from dlfp.control.signals import COLLECT, EXEC_DONE, spread_controller_fields
 from dlfp.vllm import DLFPAsyncScheduler, DLFPScheduler
-from dlfp.vllm.direct import make_request, make_scheduler, run_to_completion
+from dlfp.vllm.direct import make_request, run_to_completion
+from tests.rig import make_scheduler
 
 CAP = 128
 DLFP = {"chunk_min": CAP, "chunk_init": CAP, "chunk_max": CAP}
@@ -457,3 +458,12 @@ def test_a_reset_while_requests_run_leaves_control_alone() -> None:
     step = s._step
     s.reset_prefix_cache()
     assert s._step == step == 1
+
+
+def test_a_scheduler_refuses_another_vllm_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The glue reads vLLM's internals: on another release line it refuses to start, naming both."""
+    from dlfp.vllm import version
+
+    monkeypatch.setattr(version, "ORIGINAL_VERSION", lambda name: "0.33.0" if name == "vllm" else "0")
+    with pytest.raises(version.UnsupportedVLLM, match=r"vLLM 0\.32\.x, and this is vLLM 0\.33\.0"):
+        make_scheduler(DLFPScheduler, async_scheduling=False, dlfp=DLFP)

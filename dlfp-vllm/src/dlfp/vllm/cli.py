@@ -27,7 +27,7 @@ def main() -> int:
     from vllm.entrypoints.cli.main import main as vllm_main
 
     sys.argv[0] = "vllm"
-    vllm_main()
+    vllm_main()  # type: ignore[no-untyped-call]  # vLLM types no return on its CLI entry
     return 0
 
 
