@@ -114,6 +114,35 @@ def measure(running: int, scenario: str, rounds: int, steps_per_round: int,
     return res
 
 
+README_ROWS = {"dlfp": "the paper's law (`law`)", "dlfp-slo": "the SLO controller (`slo`)",
+               "dlfp-deadline": "the deadline controller (`deadline`)",
+               "stock-b": "a second stock scheduler: the benchmark's resolution"}
+"""The rows of the plug-in README's overhead table, by arm."""
+
+
+def overhead_markdown(report: dict[str, Any], path: str) -> str:
+    """The plug-in README's section on overhead, from a report ``--out`` wrote at ``path`` (relative to the
+    repository): the README holds exactly this text, and the artifact's tests compare the two."""
+    commit = str(report["git"]["commit"])[:10]
+    lines = [f"Measured with the artifact's benchmark, `dlfp bench schedule --out {path}`, on a {report['machine']} "
+             f"(vLLM {report['vllm']}, commit {commit}, {report['date'][:10]}): the scheduler's {report['clock']} time "
+             f"per step at {report['running']} running requests, the median of {report['rounds']} x "
+             f"{report['steps_per_round']} steps per scheduler, interleaved, as a ratio to stock vLLM's scheduler "
+             "(two stock schedulers, pooled). *Mixed* steps carry a long prompt's capped chunk beside the decodes; "
+             "`update_from_output` is where the SLO controllers' step-cost fit runs.", "",
+             "| scheduler | `schedule()`, decode-only | `schedule()`, mixed | with `update_from_output`, decode-only "
+             "| with `update_from_output`, mixed |", "| --- | --- | --- | --- | --- |"]
+    scenarios = report["scenarios"]
+    for arm, label in README_ROWS.items():
+        cells = [f"{scenarios[s][arm][f'{part}_ratio']:.3f}" if s in scenarios else "not run"
+                 for part in ("schedule", "step") for s in ("decode", "mixed")]
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} |")
+    lines += ["", "Two identical stock schedulers differ by as much as the second one's ratio does, so a ratio that "
+              "close to 1 is no overhead this benchmark can tell apart. The ratios are this machine's, not a GPU "
+              "node's host's."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dlfp bench schedule", description=__doc__)
     ap.add_argument("--running", type=int, default=64, help="running requests (default 64)")
