@@ -114,6 +114,7 @@ def measure(running: int, scenario: str, rounds: int, steps_per_round: int,
     return res
 
 
+CLOCK_WORDS = {"cpu": "thread CPU time", "wall": "wall-clock time"}
 README_ROWS = {"dlfp": "the paper's law (`law`)", "dlfp-slo": "the SLO controller (`slo`)",
                "dlfp-deadline": "the deadline controller (`deadline`)",
                "stock-b": "a second stock scheduler: the benchmark's resolution"}
@@ -125,11 +126,11 @@ def overhead_markdown(report: dict[str, Any], path: str) -> str:
     repository): the README holds exactly this text, and the artifact's tests compare the two."""
     commit = str(report["git"]["commit"])[:10]
     lines = [f"Measured with the artifact's benchmark, `dlfp bench schedule --out {path}`, on a {report['machine']} "
-             f"(vLLM {report['vllm']}, commit {commit}, {report['date'][:10]}): the scheduler's {report['clock']} time "
-             f"per step at {report['running']} running requests, the median of {report['rounds']} x "
-             f"{report['steps_per_round']} steps per scheduler, interleaved, as a ratio to stock vLLM's scheduler "
-             "(two stock schedulers, pooled). *Mixed* steps carry a long prompt's capped chunk beside the decodes; "
-             "`update_from_output` is where the SLO controllers' step-cost fit runs.", "",
+             f"(vLLM {report['vllm']}, commit {commit}, {report['date'][:10]}): the scheduler's "
+             f"{CLOCK_WORDS[report['clock']]} per step at {report['running']} running requests, the median of "
+             f"{report['rounds']} x {report['steps_per_round']} steps per scheduler, interleaved, as a ratio to "
+             "stock vLLM's scheduler (two stock schedulers, pooled). *Mixed* steps carry a long prompt's capped "
+             "chunk beside the decodes; `update_from_output` is where the SLO controllers' step-cost fit runs.", "",
              "| scheduler | `schedule()`, decode-only | `schedule()`, mixed | with `update_from_output`, decode-only "
              "| with `update_from_output`, mixed |", "| --- | --- | --- | --- | --- |"]
     scenarios = report["scenarios"]
