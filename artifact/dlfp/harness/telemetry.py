@@ -78,7 +78,7 @@ def _nvml_close(nvml: ModuleType) -> None:
 
 def _uuids(nvml: ModuleType) -> list[str | None]:
     """Every NVML device's UUID by NVML index (None where the driver will not say)."""
-    return [_safe(lambda i=i: _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))))
+    return [_safe(lambda i: _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))), i)
             for i in range(int(nvml.nvmlDeviceGetCount()))]
 
 
@@ -104,11 +104,11 @@ def _slots(nvml: ModuleType, gpu: int) -> list[Mig]:
         return []
     out = []
     for slot in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(h))):
-        m = _safe(lambda slot=slot: nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, slot))  # NOT_FOUND: an empty slot
+        m = _safe(lambda slot: nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, slot), slot)  # NOT_FOUND: an empty slot
         if m is not None:
-            out.append(Mig(gpu, slot, _safe(lambda m=m: _text(nvml.nvmlDeviceGetUUID(m))),
-                           _safe(lambda m=m: int(nvml.nvmlDeviceGetGpuInstanceId(m))),
-                           _safe(lambda m=m: int(nvml.nvmlDeviceGetComputeInstanceId(m)))))
+            out.append(Mig(gpu, slot, _safe(lambda m: _text(nvml.nvmlDeviceGetUUID(m)), m),
+                           _safe(lambda m: int(nvml.nvmlDeviceGetGpuInstanceId(m)), m),
+                           _safe(lambda m: int(nvml.nvmlDeviceGetComputeInstanceId(m)), m)))
     return out
 
 
@@ -159,7 +159,7 @@ def gpu_memory(tensor_parallel_size: int) -> list[tuple[str, float, float]]:
     def read(nvml: ModuleType) -> list[tuple[str, float, float]]:
         out = []
         for k, v in enumerate(cuda_devices(_records(nvml)[1])[:tensor_parallel_size]):
-            info = _safe(lambda v=v: nvml.nvmlDeviceGetMemoryInfo(_handle(nvml, v)))
+            info = _safe(lambda v: nvml.nvmlDeviceGetMemoryInfo(_handle(nvml, v)), v)
             mig = f", MIG device {v.mig.uuid}" if v.mig else ""
             if info is not None:
                 out.append((f"cuda:{k} (NVML GPU {v.index}{mig})", info.free / GIB, info.total / GIB))
@@ -186,14 +186,14 @@ def _gpu_probes(nvml: ModuleType, handles: Sequence[tuple[int, Any, bool]]) -> l
     probes: list[Probe] = []
     for k, h, mig in handles:
         src = f"gpu{k}"
-        # Default argument binds this device's handle; a plain closure would see the last one.
+        # Each probe is bound to this device's handle; a plain closure would see the last one.
         probes += [
-            (src, "util_pct", lambda h=h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)),
-            (src, "sm_clock_mhz", lambda h=h: float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))),
-            (src, "mem_used_gib", lambda h=h: nvml.nvmlDeviceGetMemoryInfo(h).used / GIB),
+            (src, "util_pct", _bound(lambda h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu), h)),
+            (src, "sm_clock_mhz", _bound(lambda h: float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)), h)),
+            (src, "mem_used_gib", _bound(lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used / GIB, h)),
         ]
         if not mig:
-            probes.append((src, "power_w", lambda h=h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0))
+            probes.append((src, "power_w", _bound(lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, h)))
     return probes
 
 
@@ -213,7 +213,7 @@ def _open(gpus: Sequence[int | Visible | None] | None) -> tuple[ModuleType, list
         targets = []
     handles = []
     for k, target in enumerate(targets):
-        h = _safe(lambda t=target: _handle(nvml, t))
+        h = _safe(lambda t: _handle(nvml, t), target)
         if h is not None:
             handles.append((k, h, isinstance(target, Visible) and target.mig is not None))
     if not handles:
@@ -336,9 +336,9 @@ def _gpus() -> dict[str, Any]:
         uuids, records = _records(nvml)
         gpus = []
         for i, uuid in enumerate(uuids):
-            h = _safe(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i))
-            gpus.append({"index": i, "uuid": uuid, "name": _safe(lambda h=h: _text(nvml.nvmlDeviceGetName(h))),
-                         "memory_gib": _safe(lambda h=h: nvml.nvmlDeviceGetMemoryInfo(h).total / GIB),
+            h = _safe(lambda i: nvml.nvmlDeviceGetHandleByIndex(i), i)
+            gpus.append({"index": i, "uuid": uuid, "name": _safe(lambda h: _text(nvml.nvmlDeviceGetName(h)), h),
+                         "memory_gib": _safe(lambda h: nvml.nvmlDeviceGetMemoryInfo(h).total / GIB, h),
                          "driver": driver})
         devices = [_device_record(nvml, v) for v in records]
         return {**none, "gpus": gpus, "visible_gpus": [v.index for v in cuda_devices(records)],
@@ -354,12 +354,17 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _safe(fn: Callable[[], Any]) -> Any:
-    """``fn()``, or None if it raises: a manifest with a hole beats a run that never starts."""
+def _safe(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, or None if it raises: a manifest with a hole beats a run that never starts."""
     try:
-        return fn()
+        return fn(*args)
     except Exception:
         return None
+
+
+def _bound(fn: Callable[[Any], float], arg: Any) -> Callable[[], float]:
+    """``fn`` with its one argument bound now (a probe read later, in a loop over devices)."""
+    return lambda: fn(arg)
 
 
 def describe_hardware() -> dict[str, Any]:

@@ -149,7 +149,8 @@ def fit(steps: pd.DataFrame | Sequence[pd.DataFrame], *, seed: int = 0, test_fra
         coef, _ = nnls(xs * weight[:, None], y * weight)
         weight = 1.0 / np.maximum(xs @ coef, MIN_STEP_S)  # then relative to the prediction
     coef = coef / scale
-    result = Fit(*coef.tolist(), n_train=len(train), n_test=len(test), heldout_p50=math.nan, heldout_p90=math.nan,
+    a, e, b, c, d = (float(v) for v in coef)
+    result = Fit(a, e, b, c, d, n_train=len(train), n_test=len(test), heldout_p50=math.nan, heldout_p90=math.nan,
                  seed=seed)
     err = relative_errors(result, test)
     return replace(result, heldout_p50=float(np.percentile(err, 50)), heldout_p90=float(np.percentile(err, 90)))
@@ -201,7 +202,8 @@ def parse_fitted_profile(raw: Mapping[str, Any], origin: str = "profile") -> Fit
         raise ValueError(f"{origin}: kv_cache_gib must be a positive number")
     if not isinstance(raw["shape"], Mapping):
         raise ValueError(f"{origin}: shape must be a mapping of model dimensions")
-    result = Fit(*map(float, values), n_train=int(raw.get("n_train", 0)), n_test=int(raw.get("n_test", 0)),
+    a, e, b, c, d = (float(v) for v in values)
+    result = Fit(a, e, b, c, d, n_train=int(raw.get("n_train", 0)), n_test=int(raw.get("n_test", 0)),
                  heldout_p50=float(raw.get("heldout_rel_err_p50", math.nan)),
                  heldout_p90=float(raw.get("heldout_rel_err_p90", math.nan)), seed=int(raw.get("seed", 0)))
     return FittedProfile(name=str(raw["name"]), device=str(raw["device"]), fit=result, shape=dict(raw["shape"]),

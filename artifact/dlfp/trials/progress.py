@@ -109,10 +109,10 @@ def progress_stream(enabled: bool = True) -> Iterator[TextIO | None]:
     elif os.environ.get(PROGRESS_ENV):
         with open(os.environ[PROGRESS_ENV], "a", encoding="utf-8", buffering=1) as fh:
             yield fh
-    elif sys.stderr is not None and sys.stderr is sys.__stderr__:
-        sys.stderr.flush()
-        with os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8", buffering=1) as fh:
-            yield fh
+    elif (err := sys.stderr) is sys.__stderr__ and err is not None:
+        err.flush()
+        with open(os.dup(err.fileno()), "w", encoding="utf-8", buffering=1) as dup:  # closes the duplicate only
+            yield dup
     else:
         yield sys.stderr
 
