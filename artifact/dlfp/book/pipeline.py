@@ -35,7 +35,9 @@ RESULTS = "03_results"
 """The notebook whose runs the job's closing lines summarise."""
 FROM_TRACES = (RESULTS, "04_reproducibility")
 """Notebooks that only read ``data/``: enough to re-render the book from committed traces."""
-BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book", "dlfp-vllm/README.md")
+"""What a book built elsewhere (``--book-dir``) copies: config, table of contents, prose, and the plug-in's
+README, which the parameter page includes (``{include} ../../dlfp-vllm/README.md``)."""
 LOGS = Path("build") / "logs"
 """Where the kernels' own output goes, relative to the repository root (``build/`` is not committed)."""
 
@@ -158,6 +160,7 @@ def copy_book_sources(root: Path, dest: Path) -> None:
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("generated"), dirs_exist_ok=True)
         else:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
 
 

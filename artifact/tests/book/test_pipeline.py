@@ -249,3 +249,20 @@ def test_a_failed_book_build_shows_the_end_of_its_log(tmp_path: Path, monkeypatc
     assert f"last lines of {log}" in err and "WARNING: broken ref" in err and "page 40" in err
     assert "page 1\n" not in err  # the head stays in the log
     assert log.read_text().startswith("page 1\n")
+
+
+def test_a_scratch_book_holds_every_file_its_pages_include(tmp_path) -> None:
+    """A book built in another folder (``--book-dir``, the cluster's book job) is a copy of the sources:
+    a page that includes a file outside ``book/`` (the plug-in's README) must find it there too."""
+    import re
+
+    from dlfp.book.pipeline import copy_book_sources
+    from dlfp.paths import REPO_ROOT
+
+    copy_book_sources(REPO_ROOT, tmp_path)
+    included = [(page, target) for page in (tmp_path / "book").rglob("*.md")
+                for target in re.findall(r"```\{include\} (\S+)", page.read_text(encoding="utf-8"))]
+    assert included, "no page includes a file: the check would check nothing"
+    missing = [f"{page.relative_to(tmp_path)} includes {target}" for page, target in included
+               if not (page.parent / target).is_file()]
+    assert not missing, missing

@@ -4,7 +4,10 @@ loaded with ``vllm bench serve``, both through ``dlfp-vllm`` (vLLM's own command
 
 The tiny model of :mod:`tests.rig` with random weights, a word-level tokenizer made on the spot, random
 1536-token prompts beside short ones: mixed steps, where the paper's law caps the prefill chunk. The
-step log the scheduler writes says which scheduler ran with which parameters and what it capped.
+engine runs the plug-in's stamped executor (:mod:`dlfp.vllm.executors`, named by
+``--distributed-executor-backend``), which the ``completion`` signal needs. The step log the scheduler
+writes says which scheduler ran with which parameters, what it capped, and when each step's output
+became available.
 Slow (about two minutes on 2 cores: the server's start is most of it).
 """
 
@@ -71,6 +74,7 @@ def test_vllm_serve_with_the_plug_in_passes_vllm_bench_serve(tmp_path: Path) -> 
     serve = [script, "serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--load-format", "dummy",
              "--dtype", "float32", "--max-model-len", "4096", "--max-num-batched-tokens", "2048",
              "--no-enable-prefix-caching", "--scheduler-cls", "dlfp.vllm.DLFPScheduler",
+             "--distributed-executor-backend", "dlfp.vllm.executors.TimedUniProcExecutor",
              "--additional-config", json.dumps({"dlfp": dlfp})]
     url = f"http://127.0.0.1:{port}"
     with server_log.open("wb") as out:
@@ -92,6 +96,9 @@ def test_vllm_serve_with_the_plug_in_passes_vllm_bench_serve(tmp_path: Path) -> 
 
     (header, records), = list(read_step_log(steps))
     assert header["scheduler"] == "DLFPScheduler" and header["params"]["chunk_max"] == CHUNK_MAX
+    assert header["executor"] == "dlfp.vllm.executors.TimedUniProcExecutor"
+    stamped = [r for r in records if r["exec_done_t"] is not None]
+    assert len(stamped) >= 0.9 * len(records) and all(r["exec_done_t"] >= r["schedule_t"] for r in stamped)
     mixed = [r for r in records if r["decode_reqs"] > 0 and r["prefill_tokens"] > 0]
     assert mixed, "no step carried prefill beside decodes: the load did not overlap"
     assert not any(r["saturated"] for r in records)
