@@ -258,6 +258,18 @@ def test_edited_manifest(good, good_rows, tmp_path_factory, data) -> None:
     event(f"{path[:1]}: accepted")
 
 
+@pytest.mark.parametrize("measured", [{}, {"decoders": "8"}, {"decoders": True}, None, [1]])
+def test_a_design_edited_to_lose_its_measured_decoders_still_analyses(good, tmp_path_factory, measured) -> None:
+    """Found by the fuzz test above (``design.measured`` replaced by ``{}``: a KeyError in the cost check):
+    the cost check then has no pre-flight record to hold the trials against, and says nothing."""
+    manifest = json.loads((good / runfolder.MANIFEST).read_text())
+    run = copy_run(good, tmp_path_factory)
+    (run / runfolder.MANIFEST).write_text(json.dumps(apply(manifest, ("replace", ("design", "measured"), measured))))
+    rc, _ = analyze(run)
+    if rc != 0:
+        assert_refused(run)
+
+
 COMMITTED_CPU_RUN = REPO_ROOT / "data" / "runs" / "cpu-default"
 GPU_NAMES = st.sampled_from(["NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA H200", "NVIDIA H100 80GB HBM3"])
 VLLM_BUILDS = st.sampled_from(["0.32.0", "0.32.0+cu130", "0.32.0+rocm", "0.33.0", "", "unknown", "0.32.0+cpu"])

@@ -73,8 +73,10 @@ def cost_checks(run: RunData) -> pd.DataFrame:
     tables were not loaded."""
     design = run.manifest.get("design") or {}
     digest = (design.get("files") or {}).get(PREFLIGHT_STEPS)
-    if digest is None or "measured" not in design:
-        return pd.DataFrame(columns=["trial", *CHECK_COLUMNS])
+    measured = design.get("measured")
+    decoders = measured.get("decoders") if isinstance(measured, dict) else None
+    if digest is None or isinstance(decoders, bool) or not isinstance(decoders, int) or decoders < 1:
+        return pd.DataFrame(columns=["trial", *CHECK_COLUMNS])  # no pre-flight record, or an edited one
     rules = Rules(**design["rules"]) if "rules" in design else Rules()
     preflight = read_table(run.path / PREFLIGHT_STEPS, "steps", digest)
     rows = []
@@ -82,7 +84,7 @@ def cost_checks(run: RunData) -> pd.DataFrame:
         steps = run.tables[(k, REFERENCE)].get("steps")
         if steps is None:
             continue
-        d = drift(preflight, steps, int(design["measured"]["decoders"]))
+        d = drift(preflight, steps, decoders)
         rows.append({"trial": k, "decode_ratio": d.decode_ratio, "decode_steps": d.decode_steps,
                      "mixed_ratio": d.mixed_ratio, "mixed_steps": d.mixed_steps, "off": d.off_by(rules.max_cost_drift)})
     return pd.DataFrame(rows, columns=["trial", *CHECK_COLUMNS])
