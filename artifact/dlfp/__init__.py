@@ -22,7 +22,7 @@ says what it must not import; ``artifact/tests/test_layout.py`` holds both):
   the GPU-node check; :mod:`dlfp.bench`: benchmarks.
 
 At the top: :mod:`dlfp.cli` (``dlfp``) and :mod:`dlfp.paths`. The plug-in's two layers import
-nothing of the others (``dlfp-vllm/tests/test_layout.py``).
+nothing of the others (``artifact/tests/test_layout.py`` checks that too).
 """
 
 from pkgutil import extend_path

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlfp.vllm.completion_stamps import CompletionStamps
 from vllm.v1.executor.multiproc_executor import MultiprocExecutor
 from vllm.v1.executor.uniproc_executor import UniProcExecutor
+
+from dlfp.vllm.completion_stamps import CompletionStamps
 
 
 class TimedUniProcExecutor(CompletionStamps, UniProcExecutor):

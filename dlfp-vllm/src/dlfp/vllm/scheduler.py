@@ -59,6 +59,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.scheduler import Scheduler
+
 from dlfp.control import registry
 from dlfp.control.guard import saturated
 from dlfp.control.params import DLFPConfigError, DLFPParams, parse_params
@@ -67,9 +71,6 @@ from dlfp.control.signals import StepRecord, StepTracker
 from dlfp.control.steplog import StepLog
 from dlfp.vllm.completion_stamps import exec_done_t
 from dlfp.vllm.version import PLUGIN_VERSION, check_supported
-from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-from vllm.v1.core.sched.output import SchedulerOutput
-from vllm.v1.core.sched.scheduler import Scheduler
 
 logger = logging.getLogger("dlfp")
 
