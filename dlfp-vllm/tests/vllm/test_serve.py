@@ -2,8 +2,10 @@
 loaded with ``vllm bench serve``, both through ``dlfp-vllm`` (vLLM's own command line; the CPU wheel's
 ``vllm`` script cannot start, :mod:`dlfp.vllm.cli`).
 
-The tiny model of :mod:`tests.rig` with random weights, a word-level tokenizer made on the spot, random
-1536-token prompts beside short ones: mixed steps, where the paper's law caps the prefill chunk. The
+The tiny model of :mod:`tests.rig` with random weights, a word-level tokenizer made on the spot, twelve
+random prompts of about 1536 tokens sent at once: they queue behind the 2048-token budget, so the first
+ones decode while the rest prefill, on a machine of any speed, and those mixed steps are where the
+paper's law caps the prefill chunk. The
 engine runs the plug-in's stamped executor (:mod:`dlfp.vllm.executors`, named by
 ``--distributed-executor-backend``), which the ``completion`` signal needs. The step log the scheduler
 writes says which scheduler ran with which parameters, what it capped, and when each step's output
@@ -83,7 +85,7 @@ def test_vllm_serve_with_the_plug_in_passes_vllm_bench_serve(tmp_path: Path) -> 
             _wait_healthy(url, server, server_log, timeout_s=600)
             bench = [script, "bench", "serve", "--backend", "vllm", "--base-url", url, "--model", str(model),
                      "--dataset-name", "random", "--random-input-len", "1536", "--random-output-len", "32",
-                     "--random-range-ratio", "0.9", "--num-prompts", "12", "--request-rate", "3", "--seed", "0",
+                     "--random-range-ratio", "0.9", "--num-prompts", "12", "--request-rate", "inf", "--seed", "0",
                      "--save-result", "--result-dir", str(tmp_path), "--result-filename", "bench.json"]
             done = subprocess.run(bench, env=env, capture_output=True, text=True, timeout=900, check=False)
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
