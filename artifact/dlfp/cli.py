@@ -59,7 +59,7 @@ def _trial(args: argparse.Namespace) -> int:
         print(f"dlfp: error: {exc}; finished arms are kept and {args.out / 'manifest.json'} (status "
               "failed) names the missing ones: rerun the same command to resume", file=sys.stderr)
         return 1
-    print(f"{args.out}: {manifest['status']}")
+    print(f"{args.out}: {manifest.status}")
     return 0
 
 

@@ -57,7 +57,7 @@ def good(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("dlfp.harness.arm.run_arm", Arms())
         mp.setattr("dlfp.trials.preflight.run_preflight", fake_preflight())
-        assert runner.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+        assert runner.run_trials(parse_config(CONFIG), out, progress=False).status == "complete"
     return out
 
 

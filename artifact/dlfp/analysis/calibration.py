@@ -25,7 +25,7 @@ def calibrate_engine(run_dir: str | Path, *, arms: Sequence[str] = ("stock", "dl
     """The engine-core profile of a measured synchronous run (:func:`dlfp.sim.enginefit.engine_host_fit`): what
     virtual time charges around each fitted step, from the same units :func:`calibrate_run` fits."""
     run = load_run(run_dir, tables=("steps", "tokens"))
-    if run.manifest["config"]["engine"].get("sim") is not None:
+    if run.manifest.config["engine"].get("sim") is not None:
         raise ValueError(f"{run_dir} is a simulated run: calibrate on measured step records")
     units = [(k, arm) for (k, arm) in sorted(run.tables) if arm in arms]
     return engine_host_fit([run.tables[u]["steps"] for u in units], [run.tables[u]["tokens"] for u in units],
@@ -36,7 +36,7 @@ def calibrate_run(run_dir: str | Path, *, arms: Sequence[str] = ("stock", "dlfp"
                   name: str | None = None) -> FittedProfile:
     """Fit a run folder's step records (every complete trial of ``arms``) into a profile."""
     run = load_run(run_dir, tables=("steps",))
-    engine = run.manifest["config"]["engine"]
+    engine = run.manifest.config["engine"]
     if engine.get("sim") is not None:
         raise ValueError(f"{run_dir} is a simulated run: calibrate on measured step records")
     units = [(k, arm) for (k, arm) in sorted(run.tables) if arm in arms]

@@ -18,6 +18,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.typing import LineStyleType
 
 from dlfp.analysis.capacity_tables import family_order
 from dlfp.analysis.families import FAMILY_COLORS
@@ -128,7 +129,7 @@ def bars(capacity: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-BOUND_STYLES = {"tight": "--", "relaxed": ":"}
+BOUND_STYLES: dict[str, LineStyleType] = {"tight": "--", "relaxed": ":"}
 """How each level's capacity bound is drawn on the capacity figure."""
 
 

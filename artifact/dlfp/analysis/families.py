@@ -68,7 +68,8 @@ def shade(color: str, i: int, n: int) -> str:
     if n <= 1:
         return to_hex(color)
     mix = LIGHTEST * i / (n - 1)
-    return to_hex(tuple(c + (1.0 - c) * mix for c in to_rgb(color)))
+    r, g, b = to_rgb(color)
+    return to_hex((r + (1.0 - r) * mix, g + (1.0 - g) * mix, b + (1.0 - b) * mix))
 
 
 def arm_styles(arms: Iterable[tuple[str, str]]) -> dict[str, tuple[str, str]]:

@@ -25,42 +25,43 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dlfp.analysis.runs import UNVERIFIED, RunData
+from dlfp.analysis.runs import RunData
 from dlfp.trials.arms import REFERENCE
+from dlfp.trials.schema import Manifest
 
 _MARKS = re.compile(r"\((R|TM|tm|r)\)")
 
 
-def measured_on(manifest: Mapping[str, Any]) -> str:
+def measured_on(manifest: Manifest) -> str:
     """The phrase naming what produced a run's numbers (module docstring); pure, never raises
     on a field that is missing or of the wrong kind (it says ``unknown`` instead)."""
-    engine = _mapping(_mapping(manifest.get("config")).get("engine"))
-    vllm = _mapping(manifest.get("versions")).get("vllm")
+    engine = _mapping(manifest.config.get("engine"))
+    vllm = _mapping(manifest.versions).get("vllm")
     vllm = vllm if isinstance(vllm, str) and vllm.strip() else "unknown"
     sim = engine.get("sim")
     if sim is not None:
-        return _simulated(sim, manifest.get("sim_profile") or {}, vllm)
+        return _simulated(sim, manifest.sim_profile or {}, vllm)
     return f"{device(manifest)}, vLLM {vllm}{scheduling(manifest)}"
 
 
-def build(manifest: Mapping[str, Any]) -> str:
+def build(manifest: Manifest) -> str:
     """Which vLLM build produced a run, by ``versions.vllm`` as :func:`dlfp.analysis.runs.gpu_claim`
     reads it: ``"cpu"`` (a ``+cpu`` version), ``"gpu"`` (any other: vLLM's CUDA builds, which bring a
     CUDA torch), ``"unknown"`` (no version recorded), which is never called a GPU or a CPU run."""
-    vllm = _mapping(manifest.get("versions")).get("vllm")
+    vllm = _mapping(manifest.versions).get("vllm")
     if not isinstance(vllm, str) or vllm.strip() in ("", "unknown"):
         return "unknown"
     return "cpu" if vllm.endswith("+cpu") else "gpu"
 
 
-def device(manifest: Mapping[str, Any]) -> str:
+def device(manifest: Manifest) -> str:
     """The hardware a measured run's engine ran on: its GPUs, or the CPU (a CPU build on a GPU
     node still ran on the CPU). A GPU build whose manifest names no GPU of the engine (NVML failed)
     still ran on one: "GPU (telemetry unavailable: <reason>)", never the CPU."""
-    engine = _mapping(_mapping(manifest.get("config")).get("engine"))
+    engine = _mapping(manifest.config.get("engine"))
     tp = engine.get("tensor_parallel_size")
     tp = tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else 1
-    hardware = _mapping(manifest.get("hardware"))
+    hardware = _mapping(manifest.hardware)
     tp_note = f" (TP {tp})" if tp > 1 else ""
     kind = build(manifest)
     if kind == "unknown":
@@ -72,10 +73,10 @@ def device(manifest: Mapping[str, Any]) -> str:
         else:
             names = (g.get("name") if isinstance(g.get("name"), str) else "unknown GPU" for g in gpus)
             claimed = f"{_count_names(names)}{tp_note}"
-        why = manifest.get(UNVERIFIED)
+        why = manifest.device_unverified
         return f"unverified device (claims {claimed}: {why})" if isinstance(why, str) and why else claimed
     where = cpu_host(hardware)
-    bind = _mapping(manifest.get("engine_env")).get("VLLM_CPU_OMP_THREADS_BIND")
+    bind = _mapping(manifest.engine_env).get("VLLM_CPU_OMP_THREADS_BIND")
     bound = f" (engine on CPUs {bind})" if isinstance(bind, str) and bind else ""  # one core or two: a speed
     return f"{where}{bound}{tp_note}"
 
@@ -97,14 +98,13 @@ def telemetry_gap(hardware: Mapping[str, Any]) -> str:
     return f"no visible GPU recorded (CUDA_VISIBLE_DEVICES={hardware.get('cuda_visible_devices')!r})"
 
 
-def scheduling(manifest: Mapping[str, Any]) -> str:
+def scheduling(manifest: Manifest) -> str:
     """", sync scheduling" / ", async scheduling" when every complete unit that reports what it ran
     (``units[].ran``, from the engine's step log) agrees, ", mixed sync/async scheduling" when they
     differ, "" when none reports it (runs recorded before units did)."""
-    units = manifest.get("units")
     modes = set()
-    for u in units if isinstance(units, list) else []:
-        ran = _mapping(u.get("ran")) if isinstance(u, Mapping) and u.get("status") == "complete" else {}
+    for u in manifest.complete_units():
+        ran = _mapping(u.ran)
         mode, scheduler = ran.get("async_scheduling"), ran.get("scheduler")
         if isinstance(mode, bool):
             modes.add(mode)
@@ -204,10 +204,10 @@ typically by another process on the machine; the runner records it per unit."""
 def lateness_note(run: RunData) -> str:
     """Which units' requests were sent late (p99 above :data:`LATE_SEND_MS`), from the manifest."""
     late = []
-    for u in run.manifest.get("units") or []:
-        p99 = (u.get("send_lateness_ms") or {}).get("p99") if isinstance(u, dict) else None
+    for u in run.manifest.units:
+        p99 = (u.send_lateness_ms or {}).get("p99")
         if isinstance(p99, (int, float)) and not isinstance(p99, bool) and p99 > LATE_SEND_MS:
-            late.append(f"trial-{u.get('trial')}/{u.get('arm')} {p99:.0f} ms")
+            late.append(f"{u.label} {p99:.0f} ms")
     return (f"late sends (p99 over {LATE_SEND_MS:.0f} ms): {', '.join(late)}" if late
             else f"every unit sent its requests within {LATE_SEND_MS:.0f} ms of schedule (p99)")
 

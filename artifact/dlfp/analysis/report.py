@@ -13,9 +13,9 @@ def format_report(run: RunData) -> str:
     """The text ``dlfp analyze`` prints."""
     rows = trial_rows(run)
     if rows.empty:
-        return f"{run.path}: no trial has all arms complete yet (missing: {run.manifest.get('missing')})"
+        return f"{run.path}: no trial has all arms complete yet (missing: {run.manifest.missing})"
     lines = [
-        f"run {run.path} ({run.manifest.get('name')}, status {run.manifest.get('status')}"
+        f"run {run.path} ({run.manifest.name}, status {run.manifest.status}"
         + (", PARTIAL: only its finished arms" if run.partial else "") + ")",
         source_line(run),
         f"stock token budget (max_num_batched_tokens): {stock_budget(run)}; stall = gap above "

@@ -8,7 +8,7 @@ paired reductions with a Student's t interval across trials. A run whose stock a
 fell outside the design's regime (:mod:`dlfp.trials.design`) is flagged wherever it is shown.
 
 What a run was measured on is read from its manifest (:mod:`dlfp.analysis.labels`), whose identity
-(versions, hardware, git, config) has its own checksum (:func:`~dlfp.trials.runfolder.identity_verified`:
+(versions, hardware, git, config) has its own checksum (:func:`~dlfp.trials.schema.identity_verified`:
 an edit is refused); a manifest claiming a GPU is also held against the run's checksummed telemetry
 (:func:`check_device`): a GPU run samples its GPUs through NVML in every unit, a CPU run only the CPU, so a
 CPU run edited into a GPU measurement is refused, and a claim nothing shows is labelled *unverified device*,
@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -30,17 +29,8 @@ from dlfp.harness import workload
 from dlfp.harness.driver import output_digest
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TrialConfig, run_config
-from dlfp.trials.runfolder import (
-    MANIFEST,
-    RunFolderError,
-    check_status,
-    complete_units,
-    identity_verified,
-    listed_files,
-    read_manifest,
-    read_table,
-    verify_file,
-)
+from dlfp.trials.runfolder import MANIFEST, RunFolderError, read_table, verify_file
+from dlfp.trials.schema import Manifest, check_status, identity_verified, listed_files, read_manifest
 
 
 @dataclass
@@ -48,7 +38,7 @@ class RunData:
     """A run folder loaded and verified: manifest, effective config and per-trial, per-arm tables."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     config: TrialConfig
     tables: dict[tuple[int, str], dict[str, pd.DataFrame]]
     workloads: dict[int, list[workload.Request]]
@@ -60,7 +50,7 @@ class RunData:
     @property
     def partial(self) -> bool:
         """Read on purpose while unfinished: every table that shows it says so."""
-        return self.manifest["status"] != "complete"
+        return not self.manifest.complete
 
     @property
     def trials(self) -> list[int]:
@@ -93,50 +83,40 @@ def load_run(path: str | Path, tables: tuple[str, ...] = ("requests", "tokens", 
     identity = identity_verified(path, manifest)
     for file, digest in listed_files(path, manifest):  # every file the manifest vouches for, read or not
         verify_file(file, digest)
-    manifest.pop(UNVERIFIED, None)
-    unverified = check_device(path, manifest, config, identity)
-    if unverified is not None:
-        manifest[UNVERIFIED] = unverified
+    manifest.device_unverified = check_device(path, manifest, config, identity)
     loaded: dict[tuple[int, str], dict[str, pd.DataFrame]] = {}
     workloads: dict[int, list[workload.Request]] = {}
-    for unit in complete_units(manifest):
-        k, arm = unit["trial"], unit["arm"]
+    for unit in manifest.complete_units():
+        k, arm = unit.trial, unit.arm
         if arms is not None and not arms(arm):
             continue
-        unit_dir = path / f"trial-{k}" / arm
-        files = unit.get("files") or {}
-        loaded[(k, arm)] = {t: read_trace(unit_dir / f"{t}.parquet", t, files.get(f"{t}.parquet")) for t in tables}
+        unit_dir = path / unit.label
+        loaded[(k, arm)] = {t: read_trace(unit_dir / f"{t}.parquet", t, unit.files.get(f"{t}.parquet")) for t in tables}
         check_outputs(unit_dir, loaded[(k, arm)])
         if k not in workloads:
             name = f"trial-{k}/workload.parquet"
-            if name not in (manifest.get("workloads") or {}):
+            if name not in (manifest.workloads or {}):
                 raise RunFolderError(f"{path / name} has no checksum in the manifest; the manifest was edited: "
                                      "restore it")
             workloads[k] = workload.load(path / name)
     return RunData(path, manifest, config, loaded, workloads)
 
 
-def gpu_claim(manifest: dict[str, Any]) -> str | None:
+def gpu_claim(manifest: Manifest) -> str | None:
     """What in a measured run's manifest claims a GPU build, in words, or None for the CPU build: any
     vLLM build but a ``+cpu`` one, and ``hardware.gpus`` then names the GPUs. (:mod:`dlfp.analysis.labels`
     calls an unknown build "unknown build", never a GPU; a run recording none is still held to its
     telemetry, since a GPU build's label is what an edit would be after.)"""
-    vllm = (manifest.get("versions") or {}).get("vllm")
+    vllm = (manifest.versions or {}).get("vllm")
     if isinstance(vllm, str) and vllm.endswith("+cpu"):
         return None  # a CPU build ran on the CPU, whatever GPUs the node had
-    gpus = (manifest.get("hardware") or {}).get("gpus")
+    gpus = (manifest.hardware or {}).get("gpus")
     names = [g.get("name") for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
     listed = f" and field 'hardware.gpus' lists {names}" if names else ""
     return f"field 'versions.vllm' is {vllm!r}, not a +cpu build{listed}"
 
 
-UNVERIFIED = "device_unverified"
-"""Set by :func:`load_run`, in memory only (a value on disk is dropped), on a run whose manifest claims a GPU
-its evidence cannot show: why. Labels then say *unverified device* (:func:`dlfp.analysis.labels.device`),
-and the claims never judge it in a GPU column (:func:`dlfp.studies.claims.evidence`)."""
-
-
-def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig, identity: bool) -> str | None:
+def check_device(path: Path, manifest: Manifest, config: TrialConfig, identity: bool) -> str | None:
     """Hold a measured run's GPU claim against its evidence: None where it has none to hold (a CPU build, a
     simulation) or the evidence shows it, else why it is unverified; a claim its own telemetry refutes is
     refused.
@@ -153,13 +133,14 @@ def check_device(path: Path, manifest: dict[str, Any], config: TrialConfig, iden
     claim = None if config.engine.sim is not None else gpu_claim(manifest)
     if claim is None:
         return None
-    hardware = manifest.get("hardware") or {}
-    gpus = hardware.get("gpus") if isinstance(hardware.get("gpus"), list) else []
+    hardware = manifest.hardware or {}
+    gpus = hardware.get("gpus")
+    gpus = gpus if isinstance(gpus, list) else []
     listed = {f"gpu{g['index']}" for g in gpus if isinstance(g, dict) and "index" in g}
     seen: set[str] = set()
-    for unit in complete_units(manifest):
-        file = path / f"trial-{unit['trial']}" / unit["arm"] / "telemetry.parquet"
-        telemetry = read_table(file, "telemetry", (unit.get("files") or {}).get(file.name))
+    for unit in manifest.complete_units():
+        file = path / unit.label / "telemetry.parquet"
+        telemetry = read_table(file, "telemetry", unit.files.get(file.name))
         sources = sorted(set(telemetry["source"].dropna()))
         if sources and not any(s.startswith("gpu") for s in sources):
             visible = hardware.get("cuda_visible_devices")

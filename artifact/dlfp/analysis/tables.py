@@ -14,7 +14,7 @@ from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TRIAL_DLFP
 from dlfp.trials.costcheck import drift
 from dlfp.trials.design import Rules
-from dlfp.trials.runfolder import PREFLIGHT_STEPS, complete_units, read_table
+from dlfp.trials.runfolder import PREFLIGHT_STEPS, read_table
 
 HEADLINE = ("itl_p99_ms", "ttft_p99_ms")
 
@@ -30,7 +30,7 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
     the trials pool. A machine that ran the pre-flight slower than the trials (a busy laptop) designs
     exactly such trials, and pooling hid them (one trial at 1.75%, two at 0%, "in regime")."""
     rows = trial_rows(run) if rows is None else rows
-    design = run.manifest.get("design") or {}
+    design = run.manifest.design or {}
     rules = Rules(**design["rules"]) if "rules" in design else Rules()
     stock = rows[rows.arm == REFERENCE]
     realized = float(stock.long_gap_share.mean()) if len(stock) else math.nan
@@ -57,10 +57,10 @@ def regime(run: RunData, rows: pd.DataFrame | None = None) -> dict[str, Any]:
                      "derived for other step costs (a machine busy during the pre-flight or the trials, or trial "
                      "steps unlike the pre-flight's probes); rerun on a quiet machine")
     flags += async_mismatches(run)
-    if "design" not in run.manifest:
+    if run.manifest.design is None:
         flags.append("no design record (run made before pre-flight designs)")
     if run.partial:
-        flags.append(f"partial run (status {run.manifest['status']})")
+        flags.append(f"partial run (status {run.manifest.status})")
     return {"predicted_stall_share": (design.get("predicted") or {}).get("stall_share", math.nan),
             "realized_stall_share": realized, "flags": flags,
             "verdict": "in regime" if not flags else "OUTSIDE REGIME: " + "; ".join(flags)}
@@ -71,7 +71,7 @@ def cost_checks(run: RunData) -> pd.DataFrame:
     decode and mixed step ratios, how many steps each is a median of, and ``off``, the ratios outside the
     design's ``max_cost_drift`` in words. Empty where the run has no pre-flight record or its step
     tables were not loaded."""
-    design = run.manifest.get("design") or {}
+    design = run.manifest.design or {}
     digest = (design.get("files") or {}).get(PREFLIGHT_STEPS)
     measured = design.get("measured")
     decoders = measured.get("decoders") if isinstance(measured, dict) else None
@@ -102,15 +102,15 @@ def async_mismatches(run: RunData) -> list[str]:
         return []
     gpu_build = build(run.manifest) == "gpu"
     out = []
-    for u in run.manifest.get("units") or []:
-        ran = (u.get("ran") or {}).get("async_scheduling") if isinstance(u, dict) else None
-        if not isinstance(ran, bool) or u.get("arm") not in run.arms:
+    for u in run.manifest.units:
+        ran = (u.ran or {}).get("async_scheduling")
+        if not isinstance(ran, bool) or u.arm not in run.arms:
             continue
-        asked = run.config.engine_for(u["arm"]).async_scheduling
+        asked = run.config.engine_for(u.arm).async_scheduling
         expected = bool(asked) if asked is not None else gpu_build
         if ran != expected:
             why = "its config asked for" if asked is not None else "vLLM's default on this build is"
-            out.append(f"trial-{u.get('trial')}/{u['arm']} ran with async scheduling {'on' if ran else 'off'}, "
+            out.append(f"{u.label} ran with async scheduling {'on' if ran else 'off'}, "
                        f"though {why} {'on' if expected else 'off'}")
     return out
 
@@ -121,7 +121,7 @@ def design_table(runs: list[RunData], outcome: bool = False) -> pd.DataFrame:
     ``outcome``, also DLFP's paired P99 ITL reduction and what it says."""
     out = []
     for run in runs:
-        design = run.manifest.get("design") or {}
+        design = run.manifest.design or {}
         m, p = design.get("measured") or {}, design.get("predicted") or {}
         rows = trial_rows(run)
         cfg, verdict = run.config, regime(run, rows)
@@ -142,7 +142,7 @@ def design_table(runs: list[RunData], outcome: bool = False) -> pd.DataFrame:
         })
         if outcome and "dlfp" in run.arms:
             itl = paired(rows, "itl_p99_ms")
-            out[-1].update({"engine threads": (run.manifest.get("engine_env") or {}).get("VLLM_CPU_OMP_THREADS_BIND",
+            out[-1].update({"engine threads": (run.manifest.engine_env or {}).get("VLLM_CPU_OMP_THREADS_BIND",
                                                                                          "not recorded"),
                             "P99 ITL reduction (%)": itl["mean_pct"], "ITL CI lo (%)": itl.get("t_lo", math.nan),
                             "ITL CI hi (%)": itl.get("t_hi", math.nan), "DLFP on P99 ITL": effect_words(itl)})
@@ -160,7 +160,7 @@ def trials_table(runs: list[RunData]) -> pd.DataFrame:
         out.append({
             "run": run.path.name, "trials": len(run.trials), "requests per trial": run.config.workload["n_requests"],
             "P99 ITL reduction (%)": p["mean_pct"], "CI lo (%)": lo, "CI hi (%)": hi, "CI width (points)": hi - lo,
-            "arms' wall time (s)": sum(u.get("wall_s", 0.0) for u in complete_units(run.manifest)),
+            "arms' wall time (s)": sum(u.wall_s or 0.0 for u in run.manifest.complete_units()),
         })
     return pd.DataFrame(out).set_index("run")
 
@@ -271,7 +271,7 @@ def generalization_table(runs: list[RunData], arm: str = "dlfp") -> pd.DataFrame
                                       if k not in ("itl_slo_ms", "enabled", "step_log")
                                       and not (k in TRIAL_DLFP and TRIAL_DLFP[k] == v))  # a trial's defaults
                             or "paper's law",
-            "design": (run.manifest.get("design") or {}).get("kind", "none"),
+            "design": (run.manifest.design or {}).get("kind", "none"),
             "stock budget": stock_budget(run),
             "trials": len(run.trials),
             "P99 ITL stock (ms)": rows[rows.arm == REFERENCE].itl_p99_ms.mean(),

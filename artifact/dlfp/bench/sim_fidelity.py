@@ -83,8 +83,8 @@ def fidelity(calibration_run: Path, config_path: Path, out: Path, allow_dirty: b
     from dlfp.paths import write_json_atomic, write_text_atomic
     from dlfp.sim.costmodel import load_profile
     from dlfp.trials.config import CPU_DEFAULT, REAL_TIME_ONLY, merge, parse_config, run_config
-    from dlfp.trials.runfolder import read_manifest
     from dlfp.trials.runner import run_trials
+    from dlfp.trials.schema import read_manifest
 
     real_cfg = config_with_overrides(str(config_path), {})
     if real_cfg.engine.sim is not None:

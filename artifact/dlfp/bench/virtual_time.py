@@ -29,16 +29,19 @@ Each writes ``report.json`` under ``--out`` and prints its tables.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from dlfp.trials.schema import Manifest
 
 STUDY = Path("data/runs/study-capacity")
 MODELED = ("a100-qwen3-0.6b", "a100-qwen3-8b", "a100-qwen3-32b", "a100-qwen3-8b-tp2", "h200-qwen3-8b",
@@ -72,11 +75,11 @@ def _unit(run: Path, arm: str, trial: int) -> tuple[Any, Any, list[Any], int]:
     from dlfp.harness import workload
     from dlfp.trials.config import run_config
     from dlfp.trials.replay import virtual_config
-    from dlfp.trials.runfolder import read_manifest
+    from dlfp.trials.schema import read_manifest
 
     manifest = read_manifest(run)
     real = run_config(manifest)
-    virtual = virtual_config({**manifest, "config": real.raw})
+    virtual = virtual_config(dataclasses.replace(manifest, config=real.raw))
     requests = workload.generate(real.workload_spec(real.seeds[trial], arm))
     return real, virtual, requests, real.warmup_requests
 
@@ -145,8 +148,8 @@ def measured_engine(run: Path, names: Sequence[str], out: Path) -> Path:
 
     recorded = load_run(run, tables=("steps", "tokens"), allow_partial=True)
     units = [u for u in sorted(recorded.tables) if u[1] in set(names)]
-    device = load_profile(recorded.manifest["config"]["engine"]["sim"]["profile"])
-    origin = f"{run} ({measured_on(recorded.manifest)}, on {recorded.manifest['hardware']['cpu_model']})"
+    device = load_profile(recorded.manifest.config["engine"]["sim"]["profile"])
+    origin = f"{run} ({measured_on(recorded.manifest)}, on {(recorded.manifest.hardware or {})['cpu_model']})"
     fitted = engine_host_fit_async([recorded.tables[u]["steps"] for u in units],
                                    [recorded.tables[u]["tokens"] for u in units], device, f"measured-{run.name}",
                                    origin, load_engine_host(DEFAULT_ENGINE), DEFAULT_ENGINE)
@@ -154,15 +157,15 @@ def measured_engine(run: Path, names: Sequence[str], out: Path) -> Path:
     return out
 
 
-def unit_itl(run: Path, manifest: Mapping[str, Any], trial: int, arm: str) -> tuple[float, float]:
+def unit_itl(run: Path, manifest: Manifest, trial: int, arm: str) -> tuple[float, float]:
     """(P50, P99) ITL in ms of one finished unit of ``run``, read from its own verified tables (a capacity
     run's hundreds of other units are not read)."""
     from dlfp.analysis import metrics
     from dlfp.trials.runfolder import read_table
 
-    [unit] = [u for u in manifest["units"] if u["trial"] == trial and u["arm"] == arm]
-    folder = run / f"trial-{trial}" / arm
-    tables = {t: read_table(folder / f"{t}.parquet", t, unit["files"][f"{t}.parquet"]) for t in ("requests", "tokens")}
+    unit = manifest.unit(trial, arm)
+    folder = run / unit.label
+    tables = {t: read_table(folder / f"{t}.parquet", t, unit.files[f"{t}.parquet"]) for t in ("requests", "tokens")}
     s = metrics.summarize(tables["requests"], tables["tokens"], math.inf, math.inf)
     return float(s["itl_p50_ms"]), float(s["itl_p99_ms"])
 
@@ -172,21 +175,22 @@ def modes(study: Path, targets: Sequence[str], out: Path, arms: Sequence[str] = 
     """Replay, compare per unit and per capacity (module docstring); ``engine``: the replays' engine-core
     profile (default ``gpu-node``), or :data:`MEASURED`."""
     from dlfp.analysis.runs import load_run
-    from dlfp.studies.capacity import capacity_table, load_points, point_rows, split_arm
+    from dlfp.studies.capacity import capacity_table, load_points, point_rows
     from dlfp.trials import replay
-    from dlfp.trials.runfolder import read_manifest
+    from dlfp.trials.armid import ArmId
     from dlfp.trials.runner import run_trials
+    from dlfp.trials.schema import read_manifest
 
     committed, _ = load_points(study)
     units, capacities, files = [], [], {}
     for target in targets:
-        names = [a["name"] for a in read_manifest(study / target)["config"]["arms"]
-                 if split_arm(a["name"])[0] in arms]
+        names = [a["name"] for a in read_manifest(study / target).config["arms"]
+                 if ArmId.parse(a["name"]).base in arms]
         host = str(measured_engine(study / target, names, out / f"{target}.engine.yaml")) if engine == MEASURED \
             else engine
         config = replay.prepare(study / target, out / target, names, allow_dirty, host)
         manifest = run_trials(config, out / target, allow_dirty=allow_dirty, workers=workers)
-        files[target] = {f"trial-{u['trial']}/{u['arm']}": u["files"] for u in manifest["units"]}
+        files[target] = {u.label: u.files for u in manifest.units}
         virtual = point_rows(load_run(out / target), target)
         real = committed[(committed.target == target) & committed.unit_arm.isin(set(virtual.unit_arm))]
         key = ["level", "unit_arm", "trial"]

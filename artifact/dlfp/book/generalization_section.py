@@ -66,8 +66,8 @@ def section(root: str, runs: Mapping[str, RunData], table: pd.DataFrame) -> Iter
 
 
 def _small_decode(run: RunData) -> str:
-    host = run.manifest["sim_profile"]["values"]["host"]
-    measured = run.manifest["design"]["measured"]
+    host = (run.manifest.sim_profile or {})["values"]["host"]
+    measured = (run.manifest.design or {})["measured"]
     host_ms = (host["step_fixed_us"]["value"] + measured["decoders"] * host["per_request_us"]["value"]) / 1e3
     return (f"{1e3 * measured['decode_s']:.2f} ms (the run's pre-flight, {measured['decoders']} decoding), "
             f"{host_ms:.2f} ms of it host time ({host['step_fixed_us']['source']} in the profile)")

@@ -13,15 +13,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlfp.analysis.labels import cpu_host
+from dlfp.trials.schema import Manifest
 
 UNCHANGED = "none"
 """An audit's ``code changed since`` where the run's commit has the code rendering the book."""
 
 
-def host(manifest: Mapping[str, Any]) -> str:
+def host(manifest: Manifest) -> str:
     """The machine a run's process ran on: its CPU (cores and model), and its GPUs where it recorded any.
     A simulated run's host is what ran its scheduler, not the accelerator it models."""
-    hardware = manifest.get("hardware")
+    hardware = manifest.hardware
     hardware = hardware if isinstance(hardware, Mapping) else {}
     where = cpu_host(hardware)
     gpus = hardware.get("gpus")
@@ -29,7 +30,7 @@ def host(manifest: Mapping[str, Any]) -> str:
     return f"{where} with {', '.join(names)}" if names else where
 
 
-def run_provenance(audit: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
+def run_provenance(audit: Mapping[str, Any], manifest: Manifest) -> str:
     """One run: "made at commit 1a2b3c4d5e (clean tree) on a 2-core Intel Xeon Processor; code changed since:
     12 files (+340 -120)", or "...; code unchanged since"."""
     since = audit.get("code changed since", "unknown")
@@ -38,7 +39,7 @@ def run_provenance(audit: Mapping[str, Any], manifest: Mapping[str, Any]) -> str
             f"{host(manifest)}; {tail}")
 
 
-def book_provenance(audits: Sequence[Mapping[str, Any]], manifests: Sequence[Mapping[str, Any]]) -> str:
+def book_provenance(audits: Sequence[Mapping[str, Any]], manifests: Sequence[Manifest]) -> str:
     """Every rendered run at once: how many, at how many commits, on which machines, and for how many the
     code rendering the book differs from the code that made them."""
     if len(audits) != len(manifests):

@@ -15,7 +15,8 @@ from dlfp.book.notebook import Plain
 from dlfp.book.page import Glue, Item, Say, Show
 from dlfp.book.provenance_words import book_provenance, run_provenance
 from dlfp.trials import provenance
-from dlfp.trials.runfolder import RunFolderError, read_manifest
+from dlfp.trials.runfolder import RunFolderError
+from dlfp.trials.schema import read_manifest
 
 AUDIT_COLUMNS = ("run", "status", "commit", "tree at run", "allowed by", "code changed since", "in repository")
 SHOWN_CHANGES = 40
@@ -73,16 +74,16 @@ def versions(runs: Sequence[Path]) -> pd.DataFrame:
             m = read_manifest(d)
         except RunFolderError:
             continue
-        hw = m.get("hardware") or {}
-        rows.append({"run": str(d), "dlfp": m["versions"]["dlfp"], "vLLM": m["versions"]["vllm"],
-                     "torch": m["versions"]["torch"],
+        hw, versions = m.hardware or {}, m.versions or {}
+        rows.append({"run": str(d), "dlfp": versions["dlfp"], "vLLM": versions["vllm"],
+                     "torch": versions["torch"],
                      "machine": f"{hw.get('cpu_model')} x{hw.get('cpu_logical_cores')}, "
                                 f"{hw.get('memory_gib') or 0:.1f} GiB",
                      "GPUs": ", ".join(g["name"] for g in hw.get("gpus") or []) or "none",
-                     "telemetry": m.get("telemetry"),
-                     "cost profile (simulated)": (f"{m['sim_profile']['name']} sha256 {m['sim_profile']['sha256'][:12]}"
-                                                  if "sim_profile" in m else "none (measured)"),
-                     "created": m["created"]})
+                     "telemetry": m.telemetry,
+                     "cost profile (simulated)": (f"{m.sim_profile['name']} sha256 {m.sim_profile['sha256'][:12]}"
+                                                  if m.sim_profile is not None else "none (measured)"),
+                     "created": m.created})
     return pd.DataFrame(rows)
 
 

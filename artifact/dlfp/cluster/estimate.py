@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dlfp.trials.schema import Unit
+
 MARGIN = 1.5
 FIXED_S = 600.0
 GPU_ENGINE_START_S = 180.0
@@ -80,11 +82,11 @@ def arm_span_s(workload: Mapping[str, Any], warmup_requests: int = 0, rate: Rate
     return (warmup_requests + float(workload["n_requests"])) / (rate or config_rate(workload)).rps
 
 
-def run_cost(label: str, workload: Mapping[str, Any], units: Sequence[Mapping[str, Any]], started: bool,
+def run_cost(label: str, workload: Mapping[str, Any], units: Sequence[Unit], started: bool,
              engine_start_s: float, warmup_requests: int = 0, rate: Rate | None = None) -> RunCost:
     """The cost of a run given its planned units (or its manifest's, when it has started)."""
     rate = rate or config_rate(workload)
-    missing = sum(1 for u in units if u.get("status") != "complete")
+    missing = sum(1 for u in units if not u.complete)
     basis = f"({warmup_requests} warm-up + {workload['n_requests']} requests) at {rate.rps:.3g} req/s, {rate.source}"
     return RunCost(label, missing, arm_span_s(workload, warmup_requests, rate), engine_start_s,
                    preflight_due=not started, load_basis=basis)

@@ -34,7 +34,8 @@ from typing import Any
 from dlfp.book.pipeline import effective_parameters, load_target, notebook_parameters
 from dlfp.cluster import estimate
 from dlfp.trials.config import TrialConfig
-from dlfp.trials.runfolder import MANIFEST, read_manifest
+from dlfp.trials.runfolder import MANIFEST
+from dlfp.trials.schema import Manifest, read_manifest
 
 BOOK_NOTEBOOKS = ("01_paired_trials", "02_generalization", "03_results", "04_reproducibility")
 JOBS_DIR = "jobs"
@@ -99,7 +100,7 @@ def _call(fn: Callable[..., Any], values: Mapping[str, Any]) -> Any:
     return fn(**{name: values[name] for name in inspect.signature(fn).parameters if name in values})
 
 
-def _manifest(run_dir: Path) -> dict[str, Any] | None:
+def _manifest(run_dir: Path) -> Manifest | None:
     """A run folder's manifest, None before its run started; a corrupt one is refused by name."""
     return read_manifest(run_dir) if (run_dir / MANIFEST).is_file() else None
 
@@ -154,7 +155,7 @@ class _Planner:
 
         for run_dir, cfg in modeled:
             manifest = _manifest(run_dir)
-            if manifest is None or manifest["status"] != "complete" or "design" not in manifest or not _scaled(cfg):
+            if manifest is None or not manifest.complete or manifest.design is None or not _scaled(cfg):
                 continue
             rate = estimate.Rate(float(run_config(manifest).workload["rate_rps"]),
                                  f"the rate the modeled study derived ({run_dir.name})")
@@ -162,26 +163,26 @@ class _Planner:
             if known is None or rate.rps < known.rps:
                 self.modeled_rates[_model_tp(cfg)] = rate
 
-    def rate(self, cfg: TrialConfig, manifest: dict[str, Any] | None) -> estimate.Rate | None:
+    def rate(self, cfg: TrialConfig, manifest: Manifest | None) -> estimate.Rate | None:
         """The arrival rate a run's missing arms will see, where better known than the config's."""
         from dlfp.trials.config import run_config
 
-        if manifest is not None and "design" in manifest:
+        if manifest is not None and manifest.design is not None:
             return estimate.Rate(float(run_config(manifest).workload["rate_rps"]), "the rate its pre-flight derived")
         return self.modeled_rates.get(_model_tp(cfg)) if _scaled(cfg) else None
 
-    def refusal(self, run_dir: Path, cfg: TrialConfig, manifest: dict[str, Any]) -> str | None:
+    def refusal(self, run_dir: Path, cfg: TrialConfig, manifest: Manifest) -> str | None:
         """Why the job would refuse ``run_dir``, checked as the runner checks it: another config, or
         (unfinished) a resume at another commit than the run's (:func:`~dlfp.trials.provenance.resume_refusal`)."""
         from dlfp.trials.manifest import normalized_config  # the runner's own comparison, so the plan agrees
         from dlfp.trials.provenance import resume_refusal
 
-        if normalized_config(manifest["config"]) != normalized_config(cfg.raw):
+        if normalized_config(manifest.config) != normalized_config(cfg.raw):
             return ("holds a run of another config, which the job would refuse: move it away, regenerate it, or "
                     "choose another --runs/--sim")
-        if manifest["status"] == "complete":
+        if manifest.complete:
             return None
-        refused = resume_refusal(manifest.get("git"), self.allow_dirty)
+        refused = resume_refusal(manifest.git, self.allow_dirty)
         if refused is None:
             return None
         return (f"would fail in its job: {refused}. To change cluster settings for a resubmission without a "
@@ -195,8 +196,8 @@ class _Planner:
         refused = None if manifest is None else self.refusal(run_dir, cfg, manifest)
         if refused:
             self.problems.append(f"{run_dir} {refused}")
-        complete = manifest is not None and manifest["status"] == "complete"
-        units = plan_units(cfg) if manifest is None else manifest["units"]
+        complete = manifest is not None and manifest.complete
+        units = plan_units(cfg) if manifest is None else manifest.units
         start = estimate.SIM_ENGINE_START_S if cfg.engine.sim is not None else self.real_start_s()
         return complete, estimate.run_cost(run_dir.name, cfg.workload, units, manifest is not None, start,
                                            cfg.warmup_requests, self.rate(cfg, manifest))

@@ -127,13 +127,13 @@ class ModeledExecutor(Executor):
                              "with additional_config['dlfp_sim']['tp'], not tensor/pipeline_parallel_size")
         if self.speculative_config is not None or self.lora_config is not None:
             raise ValueError("ModeledExecutor supports neither speculative decoding nor LoRA")
-        self.profile = load_profile(self.sim.profile)
+        self.cost_profile = load_profile(self.sim.profile)
         self.shape = ModelShape.from_hf_config(self.model_config.hf_text_config.to_dict())
         check_tp(self.shape, self.sim.tp)
-        if isinstance(self.profile, FittedProfile):
-            if ModelShape(**self.profile.shape) != self.shape:
-                raise ValueError(f"fitted profile {self.profile.name!r} was calibrated on another model shape "
-                                 f"({self.profile.calibration.get('model')}); calibrate this model's runs")
+        if isinstance(self.cost_profile, FittedProfile):
+            if ModelShape(**self.cost_profile.shape) != self.shape:
+                raise ValueError(f"fitted profile {self.cost_profile.name!r} was calibrated on another model shape "
+                                 f"({self.cost_profile.calibration.get('model')}); calibrate this model's runs")
             if self.sim.tp != 1:
                 raise ValueError("a fitted profile models the engine it was measured on: dlfp_sim.tp must be 1")
         self.vocab = self.model_config.get_vocab_size()
@@ -161,7 +161,7 @@ class ModeledExecutor(Executor):
             "synchronize_device": lambda: self._stream.submit(time.monotonic).result(),
         }
         logger.info("dlfp.sim: modeled %d x %s (%s), async_scheduling=%s, %d-byte values",
-                    self.sim.tp, self.profile.name, self.profile.device, self.sim.async_scheduling,
+                    self.sim.tp, self.cost_profile.name, self.cost_profile.device, self.sim.async_scheduling,
                     self.sim.dtype_bytes)
 
     def _kv_cache_spec(self) -> dict[str, FullAttentionSpec]:
@@ -170,9 +170,9 @@ class ModeledExecutor(Executor):
         return {f"model.layers.{i}.self_attn.attn": spec for i in range(self.shape.layers)}
 
     def _available_memory(self) -> int:
-        if isinstance(self.profile, FittedProfile):
-            return int(self.profile.kv_cache_gib * GiB)
-        return kv_cache_bytes(self.shape, self.profile, self.sim.tp, self.sim.dtype_bytes,
+        if isinstance(self.cost_profile, FittedProfile):
+            return int(self.cost_profile.kv_cache_gib * GiB)
+        return kv_cache_bytes(self.shape, self.cost_profile, self.sim.tp, self.sim.dtype_bytes,
                               self.cache_config.gpu_memory_utilization)
 
     def collective_rpc(self, method: str | Callable[..., Any], timeout: float | None = None,
@@ -214,9 +214,9 @@ class ModeledExecutor(Executor):
 
     def _cost(self, batch: list[tuple[int, int]], prefill_tokens: int, decode_reqs: int) -> StepTime:
         """The profile's time for one step: roofline from the batch, or the fitted linear model."""
-        if isinstance(self.profile, FittedProfile):
-            return StepTime(gpu_s=self.profile.fit.step_s(prefill_tokens, decode_reqs), host_s=0.0)
-        return step_time(self.shape, self.profile, batch, self.sim.tp, self.sim.dtype_bytes)
+        if isinstance(self.cost_profile, FittedProfile):
+            return StepTime(gpu_s=self.cost_profile.fit.step_s(prefill_tokens, decode_reqs), host_s=0.0)
+        return step_time(self.shape, self.cost_profile, batch, self.sim.tp, self.sim.dtype_bytes)
 
     def _plan(self, so: SchedulerOutput) -> tuple[list[tuple[int, int]], int, int, ModelRunnerOutput]:
         """The step's batch for the cost model, its prefill tokens and decode count, and the

@@ -68,6 +68,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -184,7 +185,7 @@ def _time_case(model: torch.nn.Module, case: Case, device: torch.device, repeats
     """Median (fitted seconds, wall seconds) of ``repeats`` steps of ``case`` after the warm-ups."""
     from transformers import StaticCache
 
-    config = model.config
+    config: Any = model.config  # a transformers config: torch's stubs type a Module's attributes as Tensor | Module
     cache = StaticCache(config=config, max_cache_len=case.context + case.new)
 
     def ids(length: int) -> torch.Tensor:
@@ -201,7 +202,8 @@ def _time_case(model: torch.nn.Module, case: Case, device: torch.device, repeats
     def rewind() -> None:
         # Back to `context` cached tokens: the next step overwrites the same slots in place.
         for layer in cache.layers:
-            layer.cumulative_length.fill_(case.context)  # transformers 5's StaticLayer (see _preflight)
+            static: Any = layer  # transformers 5's StaticLayer (see _preflight); its stubs name the mixins only
+            static.cumulative_length.fill_(case.context)
 
     def step() -> object:
         return forward(new)

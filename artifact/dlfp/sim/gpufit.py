@@ -188,7 +188,7 @@ def fit_efficiencies(base: Profile, samples: Sequence[Sample], dtype_bytes: int 
     for i in range(len(samples)):
         keep = np.arange(len(samples)) != i
         heldout[i] = _model_s(terms[i:i + 1], _solve(terms[keep], seconds[keep], free, base_eff))[0]
-    fitted = {FACTORS[i]: float(f"{eff[i]:.4g}") for i in free}  # 4 digits: the file's precision
+    fitted: dict[str, Any] = {FACTORS[i]: float(f"{eff[i]:.4g}") for i in free}  # 4 digits: the file's precision
     profile = replace(base, **fitted)
     predicted = _check_form(samples, profile, dtype_bytes, terms)
     memory_bound = int(np.sum(terms[:, 2] / profile.memory_efficiency
@@ -270,7 +270,7 @@ def render_profile(fit: Fit, samples: Sequence[Sample], base_raw: Mapping[str, A
         "# Samples (model, step, measured, modeled by this profile, wall clock):",
         *table,
     ]
-    dump = {"sort_keys": False, "width": 1000, "allow_unicode": True}
+    dump: dict[str, Any] = {"sort_keys": False, "width": 1000, "allow_unicode": True}
     return ("\n".join(header) + "\n" + yaml.safe_dump(head, default_flow_style=False, **dump)
             + yaml.safe_dump(body, default_flow_style=None, **dump))
 

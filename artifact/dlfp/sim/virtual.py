@@ -231,7 +231,9 @@ class VirtualRun:
         self.host = host
         self.clock = clock or VirtualClock()
         core.model_executor.clock = self.clock
-        scheduler = core.scheduler
+        # vLLM's Scheduler or the plug-in's subclass of it: the driver times its two calls by wrapping them on
+        # the instance, and hands DLFP its clock, neither of which SchedulerInterface declares.
+        scheduler: Any = core.scheduler
         scheduler.clock = self.clock  # DLFP's stamps: scheduler calls and collect times
         schedule, update = scheduler.schedule, scheduler.update_from_output
 
@@ -284,9 +286,10 @@ class VirtualRun:
                 clock.advance(IDLE_YIELD_S)
                 idle += 1
                 if idle > MAX_IDLE_STEPS:
+                    queues: Any = core.scheduler
                     raise RuntimeError(f"virtual run: {MAX_IDLE_STEPS} steps in a row executed nothing at "
-                                       f"t = {clock.now:.3f} s ({len(core.scheduler.waiting)} requests waiting, "
-                                       f"{len(core.scheduler.running)} running): a request can never be scheduled")
+                                       f"t = {clock.now:.3f} s ({len(queues.waiting)} requests waiting, "
+                                       f"{len(queues.running)} running): a request can never be scheduled")
 
     def _admit(self, now: float) -> None:
         while self._arrivals and self._arrivals[0][0] <= now:

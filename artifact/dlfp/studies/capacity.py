@@ -47,41 +47,21 @@ from dlfp.analysis.runs import RunData, load_run
 from dlfp.analysis.stats import t_ci
 from dlfp.paths import sha256, write_json_atomic
 from dlfp.trials import sweep as sweep_design
+from dlfp.trials.armid import ArmId
 from dlfp.trials.arms import REFERENCE
-from dlfp.trials.runfolder import listed_files, read_manifest, verify_file, write_parquet
-from dlfp.trials.sweep import KNOWN_LEVELS
-
-
-def held_name(base: str, level: str) -> str:
-    """The name of an arm that holds the SLO of ``level`` given to it (``dlfp.tight``)."""
-    return f"{base}.{level}"
-
-
-def unit_name(arm: str, load: float) -> str:
-    """The name of ``arm`` at one load of the sweep (``dlfp.tight_0.45``; plain ``stock`` is stock at
-    the lowest load, :func:`dlfp.studies.plans.capacity_arms`)."""
-    return f"{arm}_{load}"
-
-
-def split_arm(arm: str) -> tuple[str, str | None]:
-    """The inverse of :func:`unit_name` and :func:`held_name`: ``("dlfp", "tight")`` for
-    ``dlfp.tight_0.45``, ``("stock", None)`` for ``stock`` or ``stock_0.3``."""
-    base, sep, load = arm.rpartition("_")
-    if sep and load.replace(".", "", 1).isdigit():
-        arm = base
-    base, _, level = arm.rpartition(".")
-    return (base, level) if base and level in KNOWN_LEVELS else (arm, None)
+from dlfp.trials.runfolder import verify_file, write_parquet
+from dlfp.trials.schema import listed_files, read_manifest
 
 
 def point_rows(run: RunData, target: str) -> pd.DataFrame:
     """One row per trial, finished unit and SLO level it is judged at (module docstring)."""
-    sweep = run.manifest["design"]["sweep"]
+    sweep = (run.manifest.design or {})["sweep"]
     source = source_line(run)
-    late = {(u.get("trial"), u.get("arm")): (u.get("send_lateness_ms") or {}).get("p99", math.nan)
-            for u in run.manifest.get("units") or [] if isinstance(u, dict)}
+    late = {(u.trial, u.arm): (u.send_lateness_ms or {}).get("p99", math.nan) for u in run.manifest.units}
     rows = []
     for k, arm in sorted(run.tables):
-        base, held = split_arm(arm)
+        arm_id = ArmId.parse(arm)
+        base, held = arm_id.base, arm_id.level
         fam = family(base, run.config.arm(arm))
         point = sweep["arms"][arm]
         requests, tokens = run.tables[(k, arm)]["requests"], run.tables[(k, arm)]["tokens"]
@@ -205,7 +185,7 @@ def study_points(root: Path, progress: Callable[[str], None] | None = None) -> p
         if progress:
             progress(f"reading {manifest.parent} ({k}/{len(manifests)})")
         run = load_run(manifest.parent, tables=("requests", "tokens"), allow_partial=True)
-        if "sweep" in (run.manifest.get("design") or {}):
+        if "sweep" in (run.manifest.design or {}):
             frames.append(point_rows(run, manifest.parent.name))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -218,9 +198,8 @@ def unfinished(root: Path) -> dict[str, str]:
     out = {}
     for manifest in _manifests(root):
         m = read_manifest(manifest.parent)
-        if m.get("status") != "complete":
-            units = m.get("units", [])
-            out[manifest.parent.name] = f"{sum(u.get('status') == 'complete' for u in units)} of {len(units)} units"
+        if not m.complete:
+            out[manifest.parent.name] = f"{len(m.complete_units())} of {len(m.units)} units"
     return out
 
 

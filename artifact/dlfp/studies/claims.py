@@ -31,7 +31,7 @@ import pandas as pd
 import yaml
 
 from dlfp.analysis.labels import build, engine_gpus, source_line
-from dlfp.analysis.runs import UNVERIFIED, RunData, load_run, trial_rows
+from dlfp.analysis.runs import RunData, load_run, trial_rows
 from dlfp.analysis.stats import paired, t_ci
 from dlfp.analysis.tables import regime
 from dlfp.paths import CONFIGS
@@ -43,8 +43,8 @@ CLAIMS_FILE = CONFIGS / "claims.yaml"
 EXPECTATIONS = ("ci_lo_above", "ci_hi_below", "ci_overlaps", "at_least", "at_most")
 EVIDENCE = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accelerator)", "unverified device")
 """The kinds of evidence a row can rest on, in the order the book counts them. The last is a run that claims
-a GPU its manifest's checksum and telemetry cannot show (:data:`dlfp.analysis.runs.UNVERIFIED`): judged, but
-never in the GPU column."""
+a GPU its manifest's checksum and telemetry cannot show (:attr:`dlfp.trials.schema.Manifest.device_unverified`):
+judged, but never in the GPU column."""
 VERDICTS = ("reproduced", "not reproduced", "not testable here")
 SETTING: dict[str, type | tuple[type, ...]] = {"model": str, "dtype": str, "tensor_parallel_size": int, "gpu": str,
                                               "gpu_memory_gib_at_least": (int, float)}
@@ -204,7 +204,7 @@ def evidence(name: str, run: RunData | None) -> str:
     if run is not None:
         if run.config.engine.sim is not None:
             return EVIDENCE[2]
-        if run.manifest.get(UNVERIFIED):
+        if run.manifest.device_unverified:
             return EVIDENCE[3]
         return EVIDENCE[0] if build(run.manifest) == "cpu" else EVIDENCE[1]  # an unknown build: held to GPU telemetry
     return EVIDENCE[1] if name == "gpu" else EVIDENCE[0] if name == "paired" else EVIDENCE[2]
@@ -214,7 +214,7 @@ def design_note(claim: Mapping[str, Any], run: RunData) -> str:
     """Whether the run's design rules make the claim's outcome likely (module docstring): the rules
     with the values the run used; empty for a claim that names none, or a run whose design is not
     scaled (a fixed design derives nothing from the engine). :func:`design_reasons` says why."""
-    implied, design = claim.get("design_implied"), run.manifest.get("design") or {}
+    implied, design = claim.get("design_implied"), run.manifest.design or {}
     if implied is None or design.get("kind") != "scaled":
         return ""
     rules = design.get("rules") or {}
@@ -248,7 +248,7 @@ def setting_differences(run: RunData, setting: Mapping[str, Any]) -> list[str]:
         out.append(f"dtype {engine.dtype} instead of {setting['dtype']}")
     if engine.tensor_parallel_size != setting["tensor_parallel_size"]:
         out.append(f"TP {engine.tensor_parallel_size} instead of {setting['tensor_parallel_size']}")
-    gpus = engine_gpus(run.manifest.get("hardware") or {}, engine.tensor_parallel_size)
+    gpus = engine_gpus(run.manifest.hardware or {}, engine.tensor_parallel_size)
     wanted = f"{setting['gpu']} with at least {setting['gpu_memory_gib_at_least']:g} GiB"
     if not gpus:
         out.append(f"GPU not recorded (no NVML record in the manifest) where {wanted} is the setting")

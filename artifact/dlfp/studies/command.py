@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder, cfg in plan:
         workers = args.workers if cfg.engine.virtual else None
         manifest = run_trials(cfg, args.out / folder, allow_dirty=args.allow_dirty, workers=workers)
-        print(f"{args.out / folder}: {manifest['status']}")
+        print(f"{args.out / folder}: {manifest.status}")
     return _write_capacity_tables(args.out) if args.study == "capacity" and not args.no_tables else 0
 
 

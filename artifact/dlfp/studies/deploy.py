@@ -172,8 +172,9 @@ def answer(out: Path, said: str) -> str:
     and ``capacity.png`` are written beside it)."""
     from dlfp.analysis.capacity_plots import sweep
     from dlfp.analysis.runs import load_run
-    from dlfp.studies.capacity import capacity_table, point_rows, split_arm, trial_capacities
+    from dlfp.studies.capacity import capacity_table, point_rows, trial_capacities
     from dlfp.studies.setting import which_setting
+    from dlfp.trials.armid import ArmId
     from dlfp.trials.runfolder import write_parquet
     from dlfp.trials.sweep import GIVEN
 
@@ -201,7 +202,7 @@ def answer(out: Path, said: str) -> str:
                      "req/s): loosen an SLO, or give the model more GPU (TP).")
     else:
         first = best.split(", ")[0]
-        arm = next(a for a in run.config.arm_names if split_arm(a)[0] == first)
+        arm = next(a for a in run.config.arm_names if ArmId.parse(a).base == first)
         lines.append(f"Use {best}: {which['best_rps']:.3g} req/s. In vLLM: {setting(run.config, arm)}")
         if which["tied"]:
             lines.append(f"The {len(run.config.seeds)} trials cannot tell it from: {which['tied']}.")

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from dlfp.analysis.labels import source_kind, source_line
-from dlfp.studies.capacity import split_arm
 from dlfp.studies.slo_fit import CONTROLLER, OVERRUN, controller_runs, timed_steps
+from dlfp.trials.armid import ArmId
 
 BASE = ("D", "K", "P", "P * (Cp + P / 2)")
 """The controller's features beyond the intercept: decodes, their context, chunk tokens, chunk attention."""
@@ -46,7 +46,7 @@ def feature_rows(root: Path) -> pd.DataFrame:
     frames = []
     for target, run in controller_runs(root):
         for (_, arm), tables in sorted(run.tables.items()):
-            if split_arm(arm)[0] != CONTROLLER:
+            if ArmId.parse(arm).base != CONTROLLER:
                 continue
             st = timed_steps(tables["steps"])
             st = st[st.observed_s.notna() & (st.total_tokens > 0) & st.decode_context.notna()]

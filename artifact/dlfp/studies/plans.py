@@ -48,6 +48,7 @@ import yaml
 
 from dlfp.control.registry import REGISTRY
 from dlfp.paths import CONFIGS
+from dlfp.trials.armid import ArmId
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import TrialConfig, merge, parse_config
 
@@ -266,26 +267,25 @@ def capacity_arms(target: str, levels: tuple[str, ...] | None = None,
     """The capacity run's arms: every arm at every load (fixed arms once, SLO arms once per level of
     ``levels``, default the study's two), an arm's loads consecutive so that one engine serves them;
     plain ``stock`` at the lowest load. ``only``: these arms (default: the target's set)."""
-    from dlfp.studies.capacity import held_name, unit_name
     from dlfp.trials.sweep import LEVELS, LOADS
 
     levels = LEVELS if levels is None else levels
     reduced = only or {"cpu-tiny": CPU_CAPACITY_ARMS, FIELD_TARGET: FIELD_CAPACITY_ARMS}.get(target)
     keep = (lambda name: True) if reduced is None else (lambda name: name in reduced)
     fixed = [a for a in CAPACITY_FIXED_ARMS if keep(a["name"])]
-    held = [{"name": held_name(a["name"], level), "dlfp": {**a["dlfp"], **_held_slos(a, level)}}
+    held = [{"name": ArmId(a["name"], level).held, "dlfp": {**a["dlfp"], **_held_slos(a, level)}}
             for a in SLO_ARMS if keep(a["name"]) for level in levels]
     return [{"name": REFERENCE} if a["name"] == REFERENCE and load == LOADS[0] else
-            {**a, "name": unit_name(a["name"], load), "load": load} for a in [*fixed, *held] for load in LOADS]
+            {**a, "name": ArmId.parse(a["name"]).at(load).name, "load": load}
+            for a in [*fixed, *held] for load in LOADS]
 
 
 def goal_arm(unit: str, controllers: tuple[str, ...]) -> bool:
     """Whether a capacity unit belongs to what the controller goal compares (:mod:`dlfp.studies.controller_goal`):
     the goal's ``controllers`` (its declared file's arms), the fixed budgets they are judged against, and stock."""
-    from dlfp.studies.capacity import split_arm
     from dlfp.studies.setting import FIXED_BUDGET
 
-    base = split_arm(unit)[0]
+    base = ArmId.parse(unit).base
     return base == REFERENCE or base.startswith(FIXED_BUDGET) or base in controllers
 
 

@@ -32,7 +32,7 @@ from dlfp.analysis.labels import source_kind, source_line
 from dlfp.analysis.runs import RunData, load_run
 from dlfp.control.signals import best_completions
 from dlfp.control.slo import step_duration
-from dlfp.studies.capacity import split_arm
+from dlfp.trials.armid import ArmId
 
 CONTROLLER = "dlfp-slo"
 """The capacity study's arm of the SLO controller (run once per level, ``dlfp-slo.<level>_<load>``)."""
@@ -64,10 +64,11 @@ def timed_steps(steps: pd.DataFrame) -> pd.DataFrame:
 def fit_rows(run: RunData, target: str) -> pd.DataFrame:
     """One row per step the SLO controller sized in ``run`` (a capacity run, loaded with its steps):
     target, level, trial, load, budget, prediction, observed duration, infeasible, the level's ITL SLO."""
-    sweep = run.manifest["design"]["sweep"]
+    sweep = (run.manifest.design or {})["sweep"]
     frames = []
     for (k, arm), tables in sorted(run.tables.items()):
-        base, level = split_arm(arm)
+        arm_id = ArmId.parse(arm)
+        base, level = arm_id.base, arm_id.level
         if base != CONTROLLER or level is None:
             continue
         steps = sized_steps(tables["steps"])
@@ -87,8 +88,8 @@ def controller_runs(root: Path) -> list[tuple[str, RunData]]:
     out = []
     for manifest in sorted(Path(root).glob("*/manifest.json")):
         run = load_run(manifest.parent, tables=("steps",), allow_partial=True,
-                       arms=lambda arm: split_arm(arm)[0] == CONTROLLER)
-        if "sweep" in (run.manifest.get("design") or {}):
+                       arms=lambda arm: ArmId.parse(arm).base == CONTROLLER)
+        if "sweep" in (run.manifest.design or {}):
             out.append((manifest.parent.name, run))
     return out
 

@@ -29,11 +29,12 @@ STABLE, FRAGILE = "stable", "fragile"
 def repetitions(root: str | Path) -> dict[str, RunData]:
     """The complete repetitions under ``root`` (``rep-1`` ... in number order), loaded and verified; an
     unfinished one is left out (a rerun of the study resumes it)."""
-    from dlfp.trials.runfolder import MANIFEST, read_manifest
+    from dlfp.trials.runfolder import MANIFEST
+    from dlfp.trials.schema import read_manifest
 
     folders = sorted((p for p in Path(root).glob("rep-*") if (p / MANIFEST).is_file()),
                      key=lambda p: int(p.name.removeprefix("rep-")) if p.name[4:].isdigit() else 1 << 30)
-    return {p.name: load_run(p) for p in folders if read_manifest(p)["status"] == "complete"}
+    return {p.name: load_run(p) for p in folders if read_manifest(p).complete}
 
 
 BOOK = "book's run"

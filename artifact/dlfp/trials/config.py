@@ -45,6 +45,7 @@ from dlfp.paths import model_path
 from dlfp.trials.arms import ArmSpec, arm_engine, parse_arms
 from dlfp.trials.arms import config_error as _fail
 from dlfp.trials.design import DesignSpec
+from dlfp.trials.schema import Manifest
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 """Model precisions vLLM 0.32 takes for these models (``auto``: the checkpoint's own)."""
@@ -367,15 +368,15 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_config(manifest: Mapping[str, Any]) -> TrialConfig:
+def run_config(manifest: Manifest) -> TrialConfig:
     """The config a run really ran: its requested config with its design's overrides merged in.
 
     Runs made before designs existed have no ``design`` record: their config ran as written.
     """
-    raw = dict(manifest["config"])
-    if "design" not in manifest:
+    raw = dict(manifest.config)
+    if manifest.design is None:
         raw.setdefault("design", {"kind": "fixed"})
-    return parse_config(merge(raw, (manifest.get("design") or {}).get("overrides") or {}))
+    return parse_config(merge(raw, (manifest.design or {}).get("overrides") or {}))
 
 
 def read_yaml(path: str) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from dlfp import __version__
 from dlfp.paths import sha256
 from dlfp.trials.config import TrialConfig, parse_config
 from dlfp.trials.provenance import resume_record, start_record
-from dlfp.trials.runfolder import KIND, MANIFEST, RunFolderError, identity_verified, read_manifest
+from dlfp.trials.runfolder import MANIFEST, RunFolderError
+from dlfp.trials.schema import Manifest, Unit, identity_verified, read_manifest
 
 
 def now() -> str:
@@ -46,7 +47,7 @@ def software_versions() -> dict[str, Any]:
             "python": platform.python_version(), "pandas": pd.__version__}
 
 
-def plan_units(config: TrialConfig) -> list[dict[str, Any]]:
+def plan_units(config: TrialConfig) -> list[Unit]:
     """Trial order and arm order: trial ``k`` runs the arms rotated by ``k`` places, so each arm
     runs in each position equally often over ``len(arms)`` trials and order effects cancel
     (two arms: they alternate). A trial runs only the arms whose own ``trials`` reach it."""
@@ -54,31 +55,31 @@ def plan_units(config: TrialConfig) -> list[dict[str, Any]]:
     for k, seed in enumerate(config.seeds):
         names = config.arms_in(k)
         r = k % len(names)
-        units += [{"trial": k, "seed": seed, "arm": arm, "status": "missing"} for arm in names[r:] + names[:r]]
+        units += [Unit(trial=k, seed=seed, arm=arm) for arm in names[r:] + names[:r]]
     return units
 
 
-def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[str, Any]:
+def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> Manifest:
     """A fresh manifest, or the existing one when resuming the same config (from the same clean commit,
     unless ``allow_dirty``: :mod:`dlfp.trials.provenance`)."""
     manifest_path = out / MANIFEST
     if manifest_path.exists():
         manifest = read_manifest(out)
         identity_verified(out, manifest)  # a resume re-signs the manifest: an edited identity stops here
-        if normalized_config(manifest["config"]) != normalized_config(config.raw):
+        if normalized_config(manifest.config) != normalized_config(config.raw):
             raise RunFolderError(
                 f"{out} holds a run of a different config; refusing to overwrite it "
                 "(choose another --out, or delete the folder yourself)")
-        for key, record, what in (("sim_profile", sim_profile_record, "cost profile"),
-                                  ("sim_engine", sim_engine_record, "engine-core cost profile")):
-            recorded = (manifest.get(key) or {}).get("sha256")
-            if recorded is not None and recorded != record(config)["sha256"]:
+        for held, record, what in ((manifest.sim_profile, sim_profile_record, "cost profile"),
+                                   (manifest.sim_engine, sim_engine_record, "engine-core cost profile")):
+            recorded = (held or {}).get("sha256")
+            if held is not None and recorded is not None and recorded != record(config)["sha256"]:
                 raise RunFolderError(f"{out} was simulated with another version of {what} "
-                                     f"{manifest[key].get('name')!r}; refusing to mix them in one run")
-        if manifest["status"] != "complete":  # nothing runs for a complete one: nothing to trace
-            manifest["git"] = resume_record(manifest.get("git"), allow_dirty)
-            if config.engine.sim is None and manifest.get("hardware"):  # a manifest without one cannot tell
-                _same_machine(out, manifest["hardware"])
+                                     f"{held.get('name')!r}; refusing to mix them in one run")
+        if not manifest.complete:  # nothing runs for a complete one: nothing to trace
+            manifest.git = resume_record(manifest.git, allow_dirty)
+            if config.engine.sim is None and manifest.hardware:  # a manifest without one cannot tell
+                _same_machine(out, manifest.hardware)
         return manifest
     if out.exists() and any(out.iterdir()):
         raise RunFolderError(f"{out} exists, is not empty and has no {MANIFEST}: refusing to write there")
@@ -86,14 +87,13 @@ def open_run(config: TrialConfig, out: Path, allow_dirty: bool = False) -> dict[
 
     git = start_record(allow_dirty)  # refuses a dirty tree before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    return {
-        "kind": KIND, "name": config.name, "status": "running", "created": now(),
-        "versions": software_versions(), "git": git, "hardware": describe_hardware(),
-        "telemetry": telemetry_source(), "argv": sys.argv, "config": config.raw, "engine_env": engine_env(config),
-        **({"sim_profile": sim_profile_record(config)} if config.engine.sim is not None else {}),
-        **({"sim_engine": sim_engine_record(config)} if config.engine.virtual else {}),
-        "units": plan_units(config),
-    }
+    return Manifest(
+        name=config.name, status="running", created=now(), versions=software_versions(), git=git,
+        hardware=describe_hardware(), telemetry=telemetry_source(), argv=list(sys.argv), config=config.raw,
+        engine_env=engine_env(config),
+        sim_profile=sim_profile_record(config) if config.engine.sim is not None else None,
+        sim_engine=sim_engine_record(config) if config.engine.virtual else None,
+        units=plan_units(config))
 
 
 def measuring_machine(hardware: Mapping[str, Any]) -> dict[str, Any]:
@@ -176,10 +176,6 @@ def _file_record(name: str, path: Path) -> dict[str, Any]:
         else str(path)
     values = yaml.safe_load(path.read_text(encoding="utf-8"))
     return {"name": name, "file": shown, "sha256": sha256(path), "values": values}
-
-
-def missing_units(manifest: dict[str, Any]) -> list[str]:
-    return [f"trial-{u['trial']}/{u['arm']}" for u in manifest["units"] if u["status"] != "complete"]
 
 
 NO_FLOCK = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK)

@@ -30,11 +30,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from dlfp.harness.quiet import tail
+from dlfp.trials.schema import Unit
 
 PROGRESS_ENV = "DLFP_PROGRESS_FILE"
 """A file the runner appends its progress lines to instead of writing them to stderr."""
@@ -178,14 +179,14 @@ class RunProgress:
     ``clock`` is injectable so tests can check the arithmetic of the lines without waiting.
     """
 
-    def __init__(self, out: Path, manifest: Mapping[str, Any], stream: TextIO | None,
+    def __init__(self, out: Path, units: Sequence[Unit], stream: TextIO | None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         out = Path(out)
         self.name = out.name or out.resolve().name
         self.stream, self.clock = stream, clock
-        self.units = list(manifest["units"])
-        self.trials = len({u["trial"] for u in self.units})
-        self.walls = [float(u["wall_s"]) for u in self.units if u.get("status") == "complete" and "wall_s" in u]
+        self.units = list(units)
+        self.trials = len({u.trial for u in self.units})
+        self.walls = [float(u.wall_s) for u in self.units if u.complete and u.wall_s is not None]
         self.started = clock()
         self.start_guess_s: float | None = None
         self.doing = "the run"
@@ -202,8 +203,8 @@ class RunProgress:
             self.stream.flush()
 
     def begin(self, log: Path) -> None:
-        todo = sum(u.get("status") != "complete" for u in self.units)
-        arms = list(dict.fromkeys(u["arm"] for u in self.units))
+        todo = sum(not u.complete for u in self.units)
+        arms = list(dict.fromkeys(u.arm for u in self.units))
         trials = f"{self.trials} trial{'s' if self.trials != 1 else ''}"
         self.line(f"{todo} of {len(self.units)} units to run ({trials} x {arm_names(arms)}); "
                   f"engine output: {log}")
@@ -219,28 +220,27 @@ class RunProgress:
     def unit(self, index: int, arm_requests: Sequence[Any], reused: bool = False) -> ArmProgress:
         """Announce unit ``index`` (on a fresh engine, or on the one the unit before it ran on);
         its replay reports through the returned callback."""
-        u = self.units[index]
         self.label = self.unit_label(index)
-        self.doing = f"{self.label}, trial-{u['trial']}/{u['arm']}"
+        self.doing = f"{self.label}, {self.units[index].label}"
         arm = ArmProgress(self, len(arm_requests), max((r.arrival_s for r in arm_requests), default=0.0),
-                          units_after=sum(v.get("status") != "complete" for v in self.units[index + 1:]),
+                          units_after=sum(not v.complete for v in self.units[index + 1:]),
                           reused=reused)
         self.line(f"{self.label}: {'engine reused' if reused else 'engine starting'}; {arm.status(arm.began)}")
         return arm
 
     def unit_label(self, index: int) -> str:
         u = self.units[index]
-        return f"trial {u['trial'] + 1}/{self.trials} {u['arm']} (unit {index + 1}/{len(self.units)})"
+        return f"trial {u.trial + 1}/{self.trials} {u.arm} (unit {index + 1}/{len(self.units)})"
 
-    def unit_done(self, index: int, record: Mapping[str, Any]) -> None:
-        self.units[index] = dict(record)
-        self.walls.append(float(record["wall_s"]))
-        finished = sum(u.get("status") == "complete" for u in self.units)
+    def unit_done(self, index: int, record: Unit) -> None:
+        self.units[index] = record
+        self.walls.append(float(record.wall_s or 0.0))
+        finished = sum(u.complete for u in self.units)
         left = len(self.units) - finished
         eta = run_left_s(0.0, self.walls, left)
         eta = None if eta is None else eta / self.workers
-        self.line(f"{self.unit_label(index)}: done in {duration(record['wall_s'])}; {finished}/{len(self.units)} units "
-                  f"done, run {duration(self.clock() - self.started)} elapsed"
+        self.line(f"{self.unit_label(index)}: done in {duration(record.wall_s or 0.0)}; {finished}/{len(self.units)} "
+                  f"units done, run {duration(self.clock() - self.started)} elapsed"
                   + (f", ~{duration(eta)} left" if left and eta is not None else ""))
 
     def stopped(self, exc: BaseException, signal_name: str | None, log: Path) -> None:

@@ -25,7 +25,8 @@ from typing import Any, NamedTuple
 
 from dlfp import paths
 from dlfp.paths import REPO_ROOT
-from dlfp.trials.runfolder import MANIFEST, RunFolderError, listed_files, read_manifest, verify_file
+from dlfp.trials.runfolder import MANIFEST, RunFolderError, verify_file
+from dlfp.trials.schema import Manifest, listed_files, read_manifest
 
 DEPENDS_ON = ("artifact/dlfp", "dlfp-vllm/src", "dlfp-vllm/pyproject.toml", "configs", "notebooks", "params",
               "Makefile", "pyproject.toml")
@@ -186,15 +187,15 @@ def code_changes(commit: str, root: Path) -> list[Change] | None:
     return changes + [Change(path, 0, 0, "untracked") for path in untracked.splitlines()]
 
 
-def _checked_files(run_dir: Path, manifest: dict[str, Any]) -> list[tuple[Path, str | None]]:
+def _checked_files(run_dir: Path, manifest: Manifest) -> list[tuple[Path, str | None]]:
     """Every file the manifest vouches for: the run folder's (:func:`listed_files`), a cost profile and, in
     virtual time, an engine-core cost profile."""
     from dlfp.sim.costmodel import engine_file, profile_file
 
     files = listed_files(run_dir, manifest)
-    for key, where in (("sim_profile", profile_file), ("sim_engine", engine_file)):
-        if key in manifest:  # a simulated run: is the profile still the one it ran on?
-            files.append((where(manifest[key]["name"]), manifest[key].get("sha256")))
+    for record, where in ((manifest.sim_profile, profile_file), (manifest.sim_engine, engine_file)):
+        if record is not None:  # a simulated run: is the profile still the one it ran on?
+            files.append((where(record["name"]), record.get("sha256")))
     return files
 
 
@@ -231,7 +232,7 @@ def audit(run_dir: Path, root: Path | None = None) -> dict[str, Any]:
         manifest = read_manifest(run_dir)
     except RunFolderError as exc:
         return {**row, "verdict": f"FAILED: {exc}", "problems": [str(exc)], "changes": []}
-    git = manifest.get("git") or {}
+    git = manifest.git or {}
     commit = git.get("commit")
     problems = []
     files = _checked_files(Path(run_dir), manifest)
@@ -252,8 +253,8 @@ def audit(run_dir: Path, root: Path | None = None) -> dict[str, Any]:
         since = "none"
     if problems:
         verdict = f"FAILED: {len(problems)} of {len(files)} files do not match the manifest"
-    elif manifest["status"] != "complete":
-        verdict = f"partial run ({manifest['status']}): its finished arms only"
+    elif not manifest.complete:
+        verdict = f"partial run ({manifest.status}): its finished arms only"
     elif changes is None:
         verdict = f"files verified; code not comparable ({since})"
     elif git.get("dirty") is None:
@@ -266,7 +267,7 @@ def audit(run_dir: Path, root: Path | None = None) -> dict[str, Any]:
         verdict = f"files verified; code changed since the run in {len(changes)} files (listed below)"
     else:
         verdict = "reproducible: files verified, same code as this book"
-    return {**row, "status": manifest["status"], "commit": (commit or "?")[:10], "tree at run": _tree_at_run(git),
+    return {**row, "status": manifest.status, "commit": (commit or "?")[:10], "tree at run": _tree_at_run(git),
             "allowed by": git.get("allowed_by") or "", "code changed since": since,
             "files verified": len(files) - len(problems), "files": len(files),
             "in repository": "unknown" if root is None else _in_repository(root, Path(run_dir)),

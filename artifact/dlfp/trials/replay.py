@@ -13,22 +13,22 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.config import CPU_DEFAULT, REAL_TIME_ONLY, TrialConfig, merge, parse_config
 from dlfp.trials.manifest import exclusive, open_run
-from dlfp.trials.runfolder import PREFLIGHT_STEPS, RunFolderError, read_manifest, write_manifest
+from dlfp.trials.runfolder import PREFLIGHT_STEPS, RunFolderError
+from dlfp.trials.schema import Manifest, read_manifest, write_manifest
 
 
-def virtual_config(manifest: dict[str, Any], arms: Iterable[str] | None = None,
+def virtual_config(manifest: Manifest, arms: Iterable[str] | None = None,
                    engine: str | None = None) -> TrialConfig:
     """The config of a recorded simulated run on the virtual clock: fields that only a started engine uses
     at their defaults, only ``arms`` (with the reference arm) where given, and the engine-core cost profile
     ``engine`` where given (else the default)."""
-    raw = dict(manifest["config"])
+    raw = dict(manifest.config)
     if (raw.get("engine") or {}).get("sim") is None:
-        raise RunFolderError(f"run {manifest.get('name')!r} ran a real model, not the modeled accelerator: "
+        raise RunFolderError(f"run {manifest.name!r} ran a real model, not the modeled accelerator: "
                              "there is nothing to replay in virtual time")
     raw = merge(raw, {"engine": {"sim": {"clock": "virtual", **({"engine": engine} if engine else {})}}})
     raw.update({key: CPU_DEFAULT[key] for key in REAL_TIME_ONLY})
@@ -37,7 +37,7 @@ def virtual_config(manifest: dict[str, Any], arms: Iterable[str] | None = None,
         raw["arms"] = [a for a in raw["arms"] if a["name"] in keep]
         missing = sorted(keep - {a["name"] for a in raw["arms"]})
         if missing:
-            raise RunFolderError(f"run {manifest.get('name')!r} has no arm(s) {missing}")
+            raise RunFolderError(f"run {manifest.name!r} has no arm(s) {missing}")
     raw["name"] = f"{raw['name']}-virtual"
     return parse_config(raw)
 
@@ -47,19 +47,19 @@ def prepare(src: Path, out: Path, arms: Iterable[str] | None = None, allow_dirty
     """Open ``out`` for the virtual replay of ``src`` (its recorded design in place); returns the config to
     hand :func:`dlfp.trials.runner.run_trials`. Resuming an earlier replay into ``out`` keeps what it has."""
     recorded = read_manifest(src)
-    design = recorded.get("design")
+    design = recorded.design
     if design is None:
         raise RunFolderError(f"{src} records no design to replay under")
     config = virtual_config(recorded, arms, engine)
     with exclusive(out):
         manifest = open_run(config, out, allow_dirty)
-        if "design" not in manifest:
+        if manifest.design is None:
             if (src / PREFLIGHT_STEPS).is_file():
                 (out / PREFLIGHT_STEPS).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src / PREFLIGHT_STEPS, out / PREFLIGHT_STEPS)
             overrides = dict(design.get("overrides") or {})
             if "arms" in overrides:  # the design resolved every arm of the run: keep the replayed ones
                 overrides["arms"] = [a for a in overrides["arms"] if a["name"] in config.arm_names]
-            manifest["design"] = {**design, "overrides": overrides, "replayed_from": str(src)}
+            manifest.design = {**design, "overrides": overrides, "replayed_from": str(src)}
             write_manifest(out, manifest)
     return config

@@ -19,6 +19,7 @@ themselves, from every process vLLM starts, goes to ``<run folder>.engine.log``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -35,7 +36,7 @@ from dlfp.harness.quiet import output_to
 from dlfp.paths import sha256
 from dlfp.trials.config import TrialConfig
 from dlfp.trials.interrupts import Interrupted, StopSignal, watch_interrupt
-from dlfp.trials.manifest import exclusive, missing_units, now, open_run
+from dlfp.trials.manifest import exclusive, now, open_run
 from dlfp.trials.progress import RunProgress, progress_stream
 from dlfp.trials.runfolder import (
     PREFLIGHT_STEPS,
@@ -43,9 +44,9 @@ from dlfp.trials.runfolder import (
     engine_log,
     engine_step_log,
     stored,
-    write_manifest,
     write_parquet,
 )
+from dlfp.trials.schema import Manifest, Unit, write_manifest
 
 
 def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list[workload.Request]:
@@ -70,36 +71,38 @@ class _Workloads:
     own copy until its workers took it (3.0 GB peak for Qwen3-8B at three trials, 1.4 GB shared), and
     checking a trial's saved file once per unit cost about as much as simulating a short unit."""
 
-    def __init__(self, config: TrialConfig, out: Path, manifest: dict[str, Any]) -> None:
+    def __init__(self, config: TrialConfig, out: Path, manifest: Manifest) -> None:
         self.config, self.out, self.manifest = config, out, manifest
         self._trials: set[int] = set()
         self._drawn: dict[str, list[workload.Request]] = {}
 
-    def for_unit(self, unit: dict[str, Any]) -> list[workload.Request]:
-        trial, seed = unit["trial"], unit["seed"]
+    def for_unit(self, unit: Unit) -> list[workload.Request]:
+        trial, seed = unit.trial, self.config.seeds[unit.trial] if unit.seed is None else unit.seed
         if trial not in self._trials:
             requests = _workload_for(self.config, self.out, trial, seed)
             self._drawn[repr(self.config.workload_spec(seed))] = requests
             name = f"trial-{trial}/workload.parquet"
-            self.manifest.setdefault("workloads", {})[name] = sha256(self.out / name)
+            if self.manifest.workloads is None:
+                self.manifest.workloads = {}
+            self.manifest.workloads[name] = sha256(self.out / name)
             self._trials.add(trial)
-        spec = self.config.workload_spec(seed, unit["arm"])
+        spec = self.config.workload_spec(seed, unit.arm)
         key = repr(spec)
         if key not in self._drawn:
             self._drawn[key] = workload.generate(spec)
         return self._drawn[key]
 
 
-def _engine_groups(config: TrialConfig, units: list[dict[str, Any]]) -> list[list[int]]:
+def _engine_groups(config: TrialConfig, units: list[Unit]) -> list[list[int]]:
     """The missing units in order, consecutive ones of one engine configuration grouped where the
     config reuses engines (else one unit per engine)."""
     groups: list[list[int]] = []
     last = None
     for i, unit in enumerate(units):
-        if unit["status"] == "complete":
+        if unit.complete:
             last = None
             continue
-        spec = config.engine_for(unit["arm"])
+        spec = config.engine_for(unit.arm)
         if config.reuse_engine and groups and spec == last:
             groups[-1].append(i)
         else:
@@ -108,14 +111,14 @@ def _engine_groups(config: TrialConfig, units: list[dict[str, Any]]) -> list[lis
     return groups
 
 
-def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress,
+def _run_group(config: TrialConfig, out: Path, manifest: Manifest, report: RunProgress,
                workloads: _Workloads, group: list[int]) -> None:
     """Run units ``group`` (one engine configuration) on one engine, each unit's tables written and
     recorded in the manifest as it finishes, so an interruption loses only the unit in flight."""
     from dlfp.harness import arm
     from dlfp.harness.arm import Job
 
-    units = [manifest["units"][i] for i in group]
+    units = [manifest.units[i] for i in group]
     work = [workloads.for_unit(unit) for unit in units]
     started = [0.0]
 
@@ -127,23 +130,23 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
 
     def done(j: int, result: Any) -> None:
         i, unit = group[j], units[j]
-        manifest["units"][i] = _finish_unit(config, out, unit, result, time.monotonic() - started[0])
-        manifest["missing"] = missing_units(manifest)
+        manifest.units[i] = _finish_unit(config, out, unit, result, time.monotonic() - started[0])
+        manifest.missing = manifest.missing_units()
         write_manifest(out, manifest)
-        report.unit_done(i, manifest["units"][i])
+        report.unit_done(i, manifest.units[i])
         _warn_drift(config, out, manifest, i, result.steps, report)
 
     first = units[0]
     shared = ", one engine" if len(units) > 1 else ""
-    names = ", ".join(f"trial-{u['trial']}/{u['arm']}" for u in units)
+    names = ", ".join(u.label for u in units)
     header = f"===== {now()} {names}"
     log = engine_step_log(out)
     log.unlink(missing_ok=True)
     progress = prepare(0)  # the first unit's clock includes the engine's start, as with one engine per unit
     jobs = [Job(w, (lambda: progress) if j == 0 else functools.partial(prepare, j)) for j, w in enumerate(work)]
-    spec = config.engine_for(first["arm"])
+    spec = config.engine_for(first.arm)
     try:
-        with output_to(engine_log(out), f"{header} (seed {first['seed']}{shared})"):
+        with output_to(engine_log(out), f"{header} (seed {first.seed}{shared})"):
             warmup = work[0][:config.warmup_requests]  # every unit meets a warmed engine, however shared
             if config.reuse_engine:
                 arm.run_arms(spec, jobs, log, done, config.telemetry_interval_s, warmup=warmup)
@@ -153,29 +156,29 @@ def _run_group(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
         log.unlink(missing_ok=True)
 
 
-def _run_virtual(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress,
+def _run_virtual(config: TrialConfig, out: Path, manifest: Manifest, report: RunProgress,
                  workloads: _Workloads, workers: int) -> None:
     """Every missing unit of a virtual-time run, on ``workers`` processes (:mod:`dlfp.trials.parallel`), each
     written and recorded as it finishes."""
     from dlfp.trials.parallel import run_units
 
-    tasks = [(i, config.engine_for(unit["arm"]), workloads.for_unit(unit))
-             for i, unit in enumerate(manifest["units"]) if unit["status"] != "complete"]
+    tasks = [(i, config.engine_for(unit.arm), workloads.for_unit(unit))
+             for i, unit in enumerate(manifest.units) if not unit.complete]
     report.workers = workers
 
     def done(i: int, result: Any, wall_s: float) -> None:
-        _fresh_partial(out, manifest["units"][i])
-        manifest["units"][i] = _finish_unit(config, out, manifest["units"][i], result, wall_s)
-        manifest["missing"] = missing_units(manifest)
+        _fresh_partial(out, manifest.units[i])
+        manifest.units[i] = _finish_unit(config, out, manifest.units[i], result, wall_s)
+        manifest.missing = manifest.missing_units()
         write_manifest(out, manifest)
-        report.unit_done(i, manifest["units"][i])
+        report.unit_done(i, manifest.units[i])
         _warn_drift(config, out, manifest, i, result.steps, report)
 
     with output_to(engine_log(out), f"===== {now()} {len(tasks)} virtual units on {workers} worker(s)"):
         run_units(tasks, workers, done)
 
 
-def _warn_drift(config: TrialConfig, out: Path, manifest: dict[str, Any], index: int, steps: pd.DataFrame,
+def _warn_drift(config: TrialConfig, out: Path, manifest: Manifest, index: int, steps: pd.DataFrame,
                 report: RunProgress) -> None:
     """Say at once when a stock unit's steps did not cost what the pre-flight measured
     (:mod:`dlfp.trials.costcheck`): the run goes on, and its regime check flags the trial, but the
@@ -183,8 +186,8 @@ def _warn_drift(config: TrialConfig, out: Path, manifest: dict[str, Any], index:
     from dlfp.trials.arms import REFERENCE
     from dlfp.trials.costcheck import drift
 
-    design = manifest.get("design") or {}
-    if manifest["units"][index]["arm"] != REFERENCE or "measured" not in design or \
+    design = manifest.design or {}
+    if manifest.units[index].arm != REFERENCE or "measured" not in design or \
             not (out / PREFLIGHT_STEPS).is_file():
         return
     off = drift(pd.read_parquet(out / PREFLIGHT_STEPS), steps,
@@ -194,37 +197,34 @@ def _warn_drift(config: TrialConfig, out: Path, manifest: dict[str, Any], index:
                     "measured, so this trial will be flagged outside its design's regime (rerun on a quiet machine)")
 
 
-def _fresh_partial(out: Path, unit: dict[str, Any]) -> None:
+def _fresh_partial(out: Path, unit: Unit) -> None:
     """An empty partial folder for ``unit``, whose tables are written there and renamed into place; what an
     earlier attempt left of it is removed (not in the manifest as complete: incomplete)."""
-    trial_dir = out / f"trial-{unit['trial']}"
-    for stale in (trial_dir / f".{unit['arm']}.partial", trial_dir / unit["arm"]):
+    trial_dir = out / f"trial-{unit.trial}"
+    for stale in (trial_dir / f".{unit.arm}.partial", trial_dir / unit.arm):
         shutil.rmtree(stale, ignore_errors=True)
-    (trial_dir / f".{unit['arm']}.partial").mkdir(parents=True)
+    (trial_dir / f".{unit.arm}.partial").mkdir(parents=True)
 
 
-def _finish_unit(config: TrialConfig, out: Path, unit: dict[str, Any], result: Any,
-                 wall_s: float) -> dict[str, Any]:
+def _finish_unit(config: TrialConfig, out: Path, unit: Unit, result: Any, wall_s: float) -> Unit:
     """Write a finished unit's tables into place (atomically: a rename) and return its manifest record."""
-    trial_dir = out / f"trial-{unit['trial']}"
-    final, partial = trial_dir / unit["arm"], trial_dir / f".{unit['arm']}.partial"
+    trial_dir = out / f"trial-{unit.trial}"
+    final, partial = trial_dir / unit.arm, trial_dir / f".{unit.arm}.partial"
     tokens = result.trace.tokens if config.token_ids else result.trace.tokens.drop(columns="token_id")
     tables = {"requests": result.trace.requests, "tokens": tokens, "steps": result.steps, "telemetry": result.telemetry}
     for name, df in tables.items():
         write_parquet(stored(df, name), partial / f"{name}.parquet")
     os.replace(partial, final)
     lateness = pd.Series(result.trace.lateness_s, dtype=float)
-    return {
-        **unit, "status": "complete", "finished": now(), "wall_s": round(wall_s, 2),
-        "send_lateness_ms": {"p50": float(lateness.quantile(0.5) * 1e3),
-                             "p99": float(lateness.quantile(0.99) * 1e3)},
-        "files": {f"{name}.parquet": sha256(final / f"{name}.parquet") for name in tables},
-        **({"ran": result.ran} if result.ran else {}),  # what the engine reports it ran (harness.result.RAN)
-    }
+    return dataclasses.replace(
+        unit, status="complete", finished=now(), wall_s=round(wall_s, 2),
+        send_lateness_ms={"p50": float(lateness.quantile(0.5) * 1e3), "p99": float(lateness.quantile(0.99) * 1e3)},
+        files={f"{name}.parquet": sha256(final / f"{name}.parquet") for name in tables},
+        ran=result.ran or unit.ran)  # what the engine reports it ran (harness.result.RAN)
 
 
 def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirty: bool = False,
-               workers: int | None = None) -> dict[str, Any]:
+               workers: int | None = None) -> Manifest:
     """Run (or resume) every missing unit of ``config`` into ``out``; returns the manifest.
 
     Refuses to start unless the code runs depend on is a clean commit, or ``allow_dirty`` (or
@@ -240,24 +240,23 @@ def run_trials(config: TrialConfig, out: Path, progress: bool = True, allow_dirt
                          "in parallel; real engines beside each other would slow each other's measurements")
     with exclusive(out):
         manifest = open_run(config, out, allow_dirty)
-        if manifest["status"] == "complete":
+        if manifest.complete:
             print(f"{out}: already complete, nothing to do", file=sys.stderr)
             return manifest
-        manifest.update(status="running", missing=missing_units(manifest), resumed=now())
+        manifest.status, manifest.missing, manifest.resumed = "running", manifest.missing_units(), now()
         write_manifest(out, manifest)
         with progress_stream(progress) as stream, watch_interrupt() as ctrl_c:
-            report = RunProgress(out, manifest, stream)
+            report = RunProgress(out, manifest.units, stream)
             report.begin(engine_log(out))
             _run_units(config, out, manifest, report, ctrl_c, workers)
             report.finished(engine_log(out))
-        manifest.update(status="complete", finished=now(), missing=[])
-        for stale in ("error", "interrupted_by"):
-            manifest.pop(stale, None)
+        manifest.status, manifest.finished, manifest.missing = "complete", now(), []
+        manifest.error = manifest.interrupted_by = None
         write_manifest(out, manifest)
         return manifest
 
 
-def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress) -> TrialConfig:
+def _design(config: TrialConfig, out: Path, manifest: Manifest, report: RunProgress) -> TrialConfig:
     """The config the arms run: the requested one with its design's overrides.
 
     The pre-flight runs once per run folder: its measurement and the derived design are recorded
@@ -270,7 +269,7 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: Ru
     from dlfp.trials.prediction import workload_facts
     from dlfp.trials.preflight import run_preflight
 
-    if "design" not in manifest:
+    if manifest.design is None:
         facts = workload_facts(config.raw)
         decoders = max(1, round(config.design.rules.decoders))
         sim = config.engine.sim
@@ -285,20 +284,19 @@ def _design(config: TrialConfig, out: Path, manifest: dict[str, Any], report: Ru
         record = {**design.record(), "enforced": config.design.enforce, "finished": now(),
                   "wall_s": round(time.monotonic() - started, 2)}
         if design.problems and config.design.enforce:
-            manifest.update(status="refused", refused_design=record, stopped=now())
+            manifest.status, manifest.refused_design, manifest.stopped = "refused", record, now()
             write_manifest(out, manifest)
             refuse(design)
         (out / PREFLIGHT_STEPS).parent.mkdir(exist_ok=True)
         write_parquet(result.steps, out / PREFLIGHT_STEPS)
         record["files"] = {PREFLIGHT_STEPS: sha256(out / PREFLIGHT_STEPS)}
-        manifest.pop("refused_design", None)
-        manifest["design"] = record
+        manifest.refused_design, manifest.design = None, record
         write_manifest(out, manifest)
         report.preflight_done(record["wall_s"])
-    return config.with_overrides(manifest["design"]["overrides"])
+    return config.with_overrides(manifest.design["overrides"])
 
 
-def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], report: RunProgress,
+def _run_units(config: TrialConfig, out: Path, manifest: Manifest, report: RunProgress,
                stop: StopSignal, workers: int | None = None) -> None:
     """Every missing unit in order; on any exit but success the manifest says what is missing."""
     try:
@@ -308,19 +306,20 @@ def _run_units(config: TrialConfig, out: Path, manifest: dict[str, Any], report:
             from dlfp.trials.parallel import default_workers
 
             _run_virtual(config, out, manifest, report, workloads, workers or default_workers())
-        for group in _engine_groups(config, manifest["units"]):
+        for group in _engine_groups(config, manifest.units):
             _run_group(config, out, manifest, report, workloads, group)
     except BaseException as exc:
         stop.stopping = True  # signals from here on are only noted: the manifest write must finish
-        if manifest["status"] == "refused":
+        if manifest.status == "refused":
             raise
         # A signal's own exception, or any error that follows it (a library reporting the
         # engine core it killed), is an interruption; a KeyboardInterrupt without our handler
         # (a notebook kernel's, a worker thread) is a SIGINT.
         sig = stop.signal or (signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
-        manifest.update(status="failed" if sig is None else "interrupted", stopped=now(),
-                        error=f"{type(exc).__name__}: {exc}" if sig is None else None,
-                        interrupted_by=None if sig is None else sig.name, missing=missing_units(manifest))
+        manifest.status, manifest.stopped = "failed" if sig is None else "interrupted", now()
+        manifest.error = f"{type(exc).__name__}: {exc}" if sig is None else None
+        manifest.interrupted_by = None if sig is None else sig.name
+        manifest.missing = manifest.missing_units()
         write_manifest(out, manifest)
         report.stopped(exc, None if sig is None else sig.name, engine_log(out))
         if sig is not None and not isinstance(exc, KeyboardInterrupt):

@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from dlfp.paths import REPO_ROOT, sha256, write_json_atomic
-from dlfp.trials.runfolder import MANIFEST, write_manifest, write_parquet
+from dlfp.trials.runfolder import MANIFEST, write_parquet
+from dlfp.trials.schema import Manifest, write_manifest
 
 RUN = REPO_ROOT / "data" / "runs" / "cpu-default"
 A100 = {"index": 0, "uuid": "GPU-5ad1c0de", "name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80.0, "driver": "580.65.06"}
@@ -33,7 +34,7 @@ def edit_manifest(run_dir: Path, edit: Callable[[dict[str, Any]], Any], sign: bo
     m = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
     edit(m)
     if sign:
-        write_manifest(run_dir, m)
+        write_manifest(run_dir, Manifest.from_json(m, run_dir / MANIFEST))
     else:
         write_json_atomic(run_dir / MANIFEST, m)
 

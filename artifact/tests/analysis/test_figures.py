@@ -11,7 +11,6 @@ the sweep, named below, keep the module fast). Agg backend; every figure is clos
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import io
 import json
@@ -91,8 +90,7 @@ def test_the_notebooks_use_these_figures() -> None:
 def test_provenance_is_the_manifests(run: RunData) -> None:
     assert figures.provenance(run) == f"{source_line(run)}, qwen3-tiny float32"
     assert figures.provenance(run).startswith("measured: 2-core ")
-    manifest = copy.deepcopy(run.manifest)
-    manifest["status"] = "interrupted"
+    manifest = dataclasses.replace(run.manifest, status="interrupted")
     partial = dataclasses.replace(run, manifest=manifest)
     assert figures.provenance(partial).endswith("qwen3-tiny float32 (PARTIAL run: finished arms only)")
     sim = load_run(run_dirs(RUNS / "generalization-sim")[0], tables=("requests",))
@@ -202,7 +200,7 @@ def test_generalization_of_the_cpu_ladder_names_the_machine() -> None:
     fig = figures.generalization(table, "measured")
     renders(fig)
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    hardware = runs[0].manifest["hardware"]
+    hardware = runs[0].manifest.hardware
     named = f"{hardware['cpu_logical_cores']}-core {hardware['cpu_model'].replace('(R)', '').split()[0]}"
     assert len(ticks) == 2 and all(t.startswith(named) and "(modeled)" not in t for t in ticks), (named, ticks)
     assert table.source.str.startswith("measured: ").all()

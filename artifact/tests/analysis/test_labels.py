@@ -1,7 +1,9 @@
-"""``dlfp.analysis.labels.measured_on``: the phrase a book prints, from manifest dicts alone."""
+"""``dlfp.analysis.labels.measured_on``: the phrase a book prints, from a manifest alone (its outside-world
+records, ``versions`` and ``hardware``, as odd as a hand edit leaves them: the reader checks the rest)."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,14 +13,20 @@ from hypothesis import strategies as st
 
 from dlfp.analysis.labels import build, cpu_name, device, engine_gpus, measured_on, scope_note
 from dlfp.trials.config import parse_config
+from dlfp.trials.schema import Manifest, Unit
 
 
 def gpu(index: int, name: str = "NVIDIA A100-SXM4-80GB") -> dict[str, Any]:
     return {"index": index, "uuid": f"GPU-{index:04d}", "name": name, "memory_gib": 79.2, "driver": "555.42"}
 
 
-def manifest(engine: dict[str, Any], hardware: dict[str, Any], vllm: str = "0.32.0", **extra: Any) -> dict[str, Any]:
-    return {"versions": {"vllm": vllm}, "config": {"engine": engine}, "hardware": hardware, **extra}
+def typed(fields: dict[str, Any]) -> Manifest:
+    """A manifest with these fields, built as the reader builds one (its checks are ``test_schema.py``'s)."""
+    return Manifest(**{"status": "complete", "config": {}, "units": [], **fields})
+
+
+def manifest(engine: dict[str, Any], hardware: dict[str, Any], vllm: str = "0.32.0", **extra: Any) -> Manifest:
+    return typed({"versions": {"vllm": vllm}, "config": {"engine": engine}, "hardware": hardware, **extra})
 
 
 CPU_HW = {"cpu_model": "Intel(R) Xeon(R) Processor", "cpu_logical_cores": 2, "gpus": [],
@@ -80,7 +88,7 @@ def test_modeled_run() -> None:
 
 
 def test_missing_fields_say_unknown() -> None:
-    assert measured_on({}) == "unknown build, vLLM unknown"
+    assert measured_on(typed({})) == "unknown build, vLLM unknown"
 
 
 @pytest.mark.parametrize(("model", "name"), [
@@ -95,11 +103,12 @@ def test_cpu_name(model: str | None, name: str) -> None:
 
 def test_fields_of_the_wrong_kind_read_as_unknown() -> None:
     """A hand-edited manifest (found by the fuzz tests: a boolean CPU model) is named, not a crash."""
-    manifest = {"versions": {"vllm": "0.32.0"}, "config": {"engine": {}},
-                "hardware": {"cpu_model": True, "cpu_logical_cores": "2", "gpus": True, "visible_gpus": [[0]]}}
+    manifest = typed({"versions": {"vllm": "0.32.0"}, "config": {"engine": {}},
+                      "hardware": {"cpu_model": True, "cpu_logical_cores": "2", "gpus": True, "visible_gpus": [[0]]}})
     assert measured_on(manifest) == "GPU (telemetry unavailable: the manifest records no GPU), vLLM 0.32.0"
-    manifest["hardware"]["gpus"] = [{"name": 7, "index": [0]}, "A100"]
-    manifest["hardware"]["visible_gpus"] = None
+    hardware = manifest.hardware or {}
+    hardware["gpus"] = [{"name": 7, "index": [0]}, "A100"]
+    hardware["visible_gpus"] = None
     assert measured_on(manifest) == "1 x unknown GPU, vLLM 0.32.0"
 
 
@@ -109,17 +118,15 @@ def test_the_cpus_the_engine_was_bound_to_are_named() -> None:
     assert measured_on(bound) == "2-core Intel Xeon Processor (engine on CPUs 0), vLLM 0.32.0+cpu"
 
 
-def test_lateness_note_names_late_units_and_tolerates_odd_manifests() -> None:
-    from types import SimpleNamespace
-
+def test_lateness_note_names_late_units_and_tolerates_odd_values() -> None:
     from dlfp.analysis.labels import lateness_note
 
-    run = SimpleNamespace(manifest={"units": [
-        {"trial": 1, "arm": "dlfp", "send_lateness_ms": {"p99": 109.1}},
-        {"trial": 0, "arm": "stock", "send_lateness_ms": {"p99": 0.3}},
-        {"trial": 0, "arm": "x", "send_lateness_ms": {"p99": True}}, "junk", {"send_lateness_ms": None}]})
+    run = SimpleNamespace(manifest=typed({"units": [
+        Unit(trial=1, arm="dlfp", send_lateness_ms={"p99": 109.1}),
+        Unit(trial=0, arm="stock", send_lateness_ms={"p99": 0.3}),
+        Unit(trial=0, arm="x", send_lateness_ms={"p99": True}), Unit(trial=0, arm="y")]}))  # type: ignore[dict-item]
     assert lateness_note(run) == "late sends (p99 over 10 ms): trial-1/dlfp 109 ms"
-    assert lateness_note(SimpleNamespace(manifest={})).startswith("every unit sent its requests within 10 ms")
+    assert lateness_note(SimpleNamespace(manifest=typed({}))).startswith("every unit sent its requests within 10 ms")
 
 
 NVML_FAILED = {**CPU_HW, "nvml_error": "nvmlInit failed (NVMLError_DriverNotLoaded: Driver Not Loaded)"}
@@ -129,7 +136,7 @@ NVML_FAILED = {**CPU_HW, "nvml_error": "nvmlInit failed (NVMLError_DriverNotLoad
                                       {"vllm": "0.32.0+cu130", "torch": "2.9.0"}])
 def test_a_cuda_run_whose_nvml_failed_is_a_gpu_run_not_a_cpu_one(versions: dict[str, str]) -> None:
     """Telemetry lists no GPU when NVML fails; the build, not that list, says the run was on a GPU."""
-    m = {**manifest({"tensor_parallel_size": 1}, NVML_FAILED), "versions": versions}
+    m = dataclasses.replace(manifest({"tensor_parallel_size": 1}, NVML_FAILED), versions=versions)
     assert device(m) == "GPU (telemetry unavailable: nvmlInit failed (NVMLError_DriverNotLoaded: Driver Not Loaded))"
     assert measured_on(m) == f"{device(m)}, vLLM {versions['vllm']}"
     older = manifest({"tensor_parallel_size": 2}, {"cpu_model": "AMD EPYC 7763", "cpu_logical_cores": 64, "gpus": []})
@@ -161,13 +168,13 @@ def test_a_mig_device_is_named_as_the_slice() -> None:
                                       {"torch": "2.9.0+cu128"}])
 def test_an_unknown_build_is_neither_gpu_nor_cpu(versions: dict[str, Any]) -> None:
     hw = {**CPU_HW, "gpus": [gpu(0)], "visible_gpus": [0]}
-    m = {**manifest({}, hw), "versions": versions}
+    m = dataclasses.replace(manifest({}, hw), versions=versions)
     assert build(m) == "unknown" and device(m) == "unknown build"
     assert measured_on(m) == "unknown build, vLLM unknown"
 
 
-def run_of(m: dict[str, Any]) -> Any:
-    return SimpleNamespace(manifest=m, config=parse_config({"engine": m["config"]["engine"]}))
+def run_of(m: Manifest) -> Any:
+    return SimpleNamespace(manifest=m, config=parse_config({"engine": m.config["engine"]}))
 
 
 @pytest.mark.parametrize(("versions", "starts"), [
@@ -177,13 +184,13 @@ def run_of(m: dict[str, Any]) -> Any:
     ({"vllm": "unknown"}, "measurements of qwen3-tiny (float32) by an unknown vLLM build"),
 ])
 def test_scope_note_follows_the_build(versions: dict[str, Any], starts: str) -> None:
-    note = scope_note(run_of({**manifest({}, CPU_HW), "versions": versions}))
+    note = scope_note(run_of(dataclasses.replace(manifest({}, CPU_HW), versions=versions)))
     assert note.startswith(starts)
     assert ("GPU measurements" in note) == (versions.get("vllm") == "0.32.0")
 
 
-def unit(trial: int, ran: dict[str, Any] | None, status: str = "complete") -> dict[str, Any]:
-    return {"trial": trial, "arm": "stock", "status": status, **({"ran": ran} if ran is not None else {})}
+def unit(trial: int, ran: dict[str, Any] | None, status: str = "complete") -> Unit:
+    return Unit(trial=trial, arm="stock", status=status, ran=ran)
 
 
 SYNC = {"scheduler": "DLFPScheduler", "async_scheduling": False, "executor": "TimedMultiprocExecutor"}
@@ -197,7 +204,7 @@ ASYNC = {"scheduler": "DLFPAsyncScheduler", "async_scheduling": True, "executor"
     ([unit(0, None), unit(1, None)], ""),                       # every committed run: recorded before "ran"
     ([unit(0, SYNC), unit(1, ASYNC, status="missing")], ", sync scheduling"),  # only what ran counts
     ([unit(0, {"scheduler": "DLFPAsyncScheduler"})], ", async scheduling"),  # the class says it too
-    ([unit(0, {"async_scheduling": "yes"}), "junk"], ""),
+    ([unit(0, {"async_scheduling": "yes"})], ""),
 ])
 def test_real_runs_say_how_they_scheduled(units: list[Any], tail: str) -> None:
     m = manifest({}, CPU_HW, vllm="0.32.0+cpu", units=units)
@@ -224,7 +231,7 @@ def test_a_label_never_calls_a_non_cpu_build_a_cpu_run(versions: dict[str, Any],
                                                        tp: Any) -> None:
     """Whatever the manifest holds: a CPU build is labelled by its CPU alone, a GPU build by GPUs or
     "GPU (telemetry unavailable: ...)", anything else "unknown build"; and nothing raises."""
-    m = {"versions": versions, "config": {"engine": {"tensor_parallel_size": tp}}, "hardware": hardware}
+    m = typed({"versions": versions, "config": {"engine": {"tensor_parallel_size": tp}}, "hardware": hardware})
     kind, label = build(m), device(m)
     assert isinstance(measured_on(m), str)
     if kind == "unknown":
@@ -233,4 +240,4 @@ def test_a_label_never_calls_a_non_cpu_build_a_cpu_run(versions: dict[str, Any],
         assert " x " in label or label.startswith("GPU (telemetry unavailable: "), label
     else:  # the CPU it ran on, whatever GPUs the node had or telemetry made of them
         cpu_only = {k: v for k, v in hardware.items() if k not in ("gpus", "visible_gpus", "visible_devices")}
-        assert label == device({**m, "hardware": cpu_only}), label
+        assert label == device(dataclasses.replace(m, hardware=cpu_only)), label

@@ -10,7 +10,6 @@ same loaded run with its manifest or tables changed in memory.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import pandas as pd
@@ -40,7 +39,7 @@ def test_the_header_names_the_run_its_source_and_its_stall_line(run: RunData, re
     assert lines[0] == f"run {run.path} (cpu-default, status complete)"
     assert lines[1] == "measured: " + measured_on(run.manifest)
     assert lines[1].startswith("measured: 2-core ") and "vLLM 0.32.0+cpu" in lines[1]
-    slo_ms = run.manifest["design"]["overrides"]["dlfp"]["itl_slo_ms"]  # the design's ITL objective
+    slo_ms = (run.manifest.design or {})["overrides"]["dlfp"]["itl_slo_ms"]  # the design's ITL objective
     assert lines[2] == (f"stock token budget (max_num_batched_tokens): 4096; stall = gap above {slo_ms:.1f} ms; "
                         f"regime: {regime(run)['verdict']}")  # whatever the run's trials say (test_tables)
     assert "PARTIAL" not in report
@@ -88,8 +87,7 @@ def test_six_trials_get_no_bootstrap_interval() -> None:
 
 
 def test_a_partial_run_says_so(run: RunData) -> None:
-    manifest = copy.deepcopy(run.manifest)
-    manifest["status"] = "interrupted"
+    manifest = dataclasses.replace(run.manifest, status="interrupted")
     first = format_report(dataclasses.replace(run, manifest=manifest)).splitlines()[0]
     assert first == f"run {run.path} (cpu-default, status interrupted, PARTIAL: only its finished arms)"
 
@@ -102,6 +100,6 @@ def test_one_trial_has_no_interval_and_says_it_cannot_judge(run: RunData) -> Non
 
 
 def test_a_run_without_a_complete_trial(run: RunData) -> None:
-    manifest = {**run.manifest, "missing": ["trial-0/dlfp"]}
+    manifest = dataclasses.replace(run.manifest, missing=["trial-0/dlfp"])
     empty = dataclasses.replace(run, manifest=manifest, tables={(0, "stock"): run.tables[(0, "stock")]})
     assert format_report(empty) == f"{run.path}: no trial has all arms complete yet (missing: ['trial-0/dlfp'])"

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from dlfp.analysis import metrics
 from dlfp.analysis.labels import measured_on, scope_note
 from dlfp.analysis.runs import (
-    UNVERIFIED,
     RunData,
     accounting,
     gpu_claim,
@@ -39,10 +38,16 @@ from dlfp.harness.driver import output_digest
 from dlfp.paths import REPO_ROOT, sha256
 from dlfp.studies.claims import EVIDENCE, evidence
 from dlfp.trials.config import parse_config
-from dlfp.trials.runfolder import IDENTITY, IDENTITY_FIELDS, MANIFEST, RunFolderError, identity_digest
+from dlfp.trials.runfolder import MANIFEST, RunFolderError
+from dlfp.trials.schema import IDENTITY_FIELDS, SCHEMA, Manifest, identity_digest
 from tests.analysis.edits import A100, RUN, claim_gpu, copy_run, edit_manifest, gpu_telemetry, rewrite_table, unit
 
 SIM_RUN = REPO_ROOT / "data" / "runs" / "generalization-sim" / "a100-qwen3-0.6b-tp1"
+
+
+def digest(m: dict[str, Any]) -> str:
+    """The identity digest of a manifest as a JSON object (an edit's)."""
+    return identity_digest(Manifest.from_json(m, RUN / MANIFEST))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +73,7 @@ def test_every_trial_and_arm_of_the_manifest_is_loaded(run: RunData, manifest: d
     assert set(run.tables) == {(k, a) for k in range(n_trials) for a in arms}
     assert all(set(t) == {"requests", "tokens", "steps"} for t in run.tables.values())
     assert sorted(run.workloads) == run.trials
-    assert not run.partial and run.manifest == manifest
+    assert not run.partial and run.manifest.to_json() == {**manifest, "schema": SCHEMA}
     assert run.config.seeds == tuple(unit(manifest, k, "stock")["seed"] for k in range(n_trials))
 
 
@@ -345,13 +350,13 @@ def test_a_gpu_claim_without_an_identity_checksum_is_an_unverified_device(tmp_pa
     assert measured_on(run.manifest).startswith("unverified device (claims 1 x NVIDIA A100-SXM4-80GB: its manifest "
                                                 "has no identity checksum")
     assert evidence("gpu", run) == EVIDENCE[3] and evidence("paired", run) == EVIDENCE[3]
-    assert UNVERIFIED not in json.loads((run_dir / MANIFEST).read_text())  # in memory only
+    assert "device_unverified" not in json.loads((run_dir / MANIFEST).read_text())  # in memory only
 
 
 def test_an_unverified_mark_written_into_a_manifest_is_dropped(tmp_path: Path) -> None:
     run_dir = copy_run(tmp_path)
-    edit_manifest(run_dir, lambda m: m.update({UNVERIFIED: "made up"}))
-    assert UNVERIFIED not in load_run(run_dir, tables=()).manifest
+    edit_manifest(run_dir, lambda m: m.update({"device_unverified": "made up"}))
+    assert load_run(run_dir, tables=()).manifest.device_unverified is None
 
 
 IDENTITY_EDITS = {
@@ -367,7 +372,7 @@ def test_an_edit_of_a_signed_identity_is_refused(tmp_path: Path, field: str) -> 
     """The issue's edit (``versions.vllm`` from ``+cpu`` to a CUDA build) and its kin, on a signed manifest."""
     run_dir = copy_run(tmp_path)
     edit_manifest(run_dir, lambda m: None, sign=True)
-    assert load_run(run_dir, tables=()).manifest[IDENTITY] == identity_digest(json.loads(
+    assert load_run(run_dir, tables=()).manifest.identity_sha256 == digest(json.loads(
         (run_dir / MANIFEST).read_text()))
     edit_manifest(run_dir, IDENTITY_EDITS[field])
     with pytest.raises(RunFolderError, match=r"identity \(versions, hardware, git, config\) does not match"):
@@ -381,14 +386,14 @@ def test_any_added_identity_key_changes_the_digest(field: str, key: str, value: 
     """What the checksum covers, as a fuzzer edits it: any key added to an identity field changes the digest,
     and the digest of a manifest read back equals the one it was written with."""
     m = json.loads((RUN / MANIFEST).read_text())
-    before = identity_digest(m)
+    before = digest(m)
     edited = json.loads(json.dumps(m))
     target = edited.setdefault(field, {}) if edited.get(field) is None else edited[field]
     if key in target and target[key] == value:
         return
     target[key] = value
-    assert identity_digest(edited) != before
-    assert identity_digest(json.loads(json.dumps(edited, indent=2, default=str))) == identity_digest(edited)
+    assert digest(edited) != before
+    assert digest(json.loads(json.dumps(edited, indent=2, default=str))) == digest(edited)
 
 
 def test_a_unit_that_sampled_nothing_is_no_evidence(tmp_path: Path, manifest: dict[str, Any]) -> None:
@@ -403,7 +408,7 @@ def test_a_unit_that_sampled_nothing_is_no_evidence(tmp_path: Path, manifest: di
         rewrite_table(run_dir, u["trial"], u["arm"], "telemetry", lambda df: df.iloc[:0])
     edit_manifest(run_dir, lambda m: None, sign=True)
     run = load_run(run_dir, tables=())  # loads, but nothing shows the claim
-    assert run.manifest["versions"]["vllm"] == "0.32.0"
+    assert (run.manifest.versions or {})["vllm"] == "0.32.0"
     assert measured_on(run.manifest).endswith(": no unit's telemetry sampled a GPU), vLLM 0.32.0")
 
 
@@ -413,7 +418,7 @@ def test_a_gpu_claim_on_a_mig_slice_is_not_held_against_telemetry(tmp_path: Path
     edit_manifest(run_dir, lambda m: (claim_gpu(m), m["hardware"].update(
         cuda_visible_devices="MIG-4b1e2c3d-0000-5a5a-9f9f-0123456789ab", visible_gpus=[])), sign=True)
     run = load_run(run_dir, tables=())
-    assert run.manifest["versions"]["vllm"] == "0.32.0"
+    assert (run.manifest.versions or {})["vllm"] == "0.32.0"
     assert measured_on(run.manifest).startswith("unverified device (")  # nor does it prove the claim
 
 

@@ -41,6 +41,7 @@ from dlfp.analysis.tables import (
 )
 from dlfp.paths import REPO_ROOT
 from dlfp.trials.runfolder import MANIFEST, PREFLIGHT_STEPS
+from dlfp.trials.schema import Manifest
 
 RUNS = REPO_ROOT / "data" / "runs"
 CPU = RUNS / "cpu-default"
@@ -172,7 +173,7 @@ def _clear(rows: pd.DataFrame, share: float = 0.03) -> pd.DataFrame:
 def test_regime_is_clear_when_every_bound_holds_in_every_trial(run: RunData, rows: pd.DataFrame) -> None:
     clean = steady(with_manifest(run, lambda m: m["design"].update(problems=[])))
     r = regime(clean, _clear(rows))
-    assert r == {"predicted_stall_share": run.manifest["design"]["predicted"]["stall_share"],
+    assert r == {"predicted_stall_share": (run.manifest.design or {})["predicted"]["stall_share"],
                  "realized_stall_share": pytest.approx(0.03), "flags": [], "verdict": "in regime"}
 
 
@@ -194,9 +195,10 @@ def test_regime_flags_each_trial_whose_stock_stalls_miss_the_objective(run: RunD
 
 
 def with_manifest(run: RunData, edit) -> RunData:
-    manifest = copy.deepcopy(run.manifest)
+    """``run`` with ``edit`` applied to its manifest as written (JSON), read back as a reader would."""
+    manifest = copy.deepcopy(run.manifest.to_json())
     edit(manifest)
-    return dataclasses.replace(run, manifest=manifest)
+    return dataclasses.replace(run, manifest=Manifest.from_json(manifest, run.path / MANIFEST))
 
 
 def test_regime_flags_each_reason_in_its_words(run: RunData, rows: pd.DataFrame) -> None:
@@ -264,13 +266,13 @@ def test_regime_flags_a_unit_that_ran_another_async_mode(run: RunData, rows: pd.
             if version is not None:
                 m["versions"]["vllm"] = version
         return edit
-    unit = run.manifest["units"][1]
+    unit = run.manifest.units[1]
     assert regime(with_manifest(run, ran(False)), rows)["flags"] == []  # the CPU build: sync, as asked (null)
     assert regime(with_manifest(run, ran(True)), rows)["flags"] == [
-        f"trial-{unit['trial']}/{unit['arm']} ran with async scheduling on, though vLLM's default on this build is off"]
+        f"{unit.label} ran with async scheduling on, though vLLM's default on this build is off"]
     gpu = with_manifest(run, ran(False, "0.32.0"))
     assert async_mismatches(gpu) == [
-        f"trial-{unit['trial']}/{unit['arm']} ran with async scheduling off, though vLLM's default on this build is on"]
+        f"{unit.label} ran with async scheduling off, though vLLM's default on this build is on"]
     asked = dataclasses.replace(gpu, config=dataclasses.replace(
         gpu.config, engine=dataclasses.replace(gpu.config.engine, async_scheduling=False)))
     assert async_mismatches(asked) == []  # asked for sync, ran sync
@@ -283,13 +285,13 @@ def test_design_table_reads_the_design_records(run: RunData) -> None:
     table = design_table([run, one_core], outcome=True).set_index("run")
     assert list(table.index) == ["cpu-default", "cpu-default-1core"]
     for r in (run, one_core):
-        d, row = r.manifest["design"], table.loc[r.path.name]
+        d, row = r.manifest.design, table.loc[r.path.name]
         assert row["decode step d (ms)"] == pytest.approx(1e3 * d["measured"]["decode_s"])
         assert row["prefill per token b (us)"] == pytest.approx(1e6 * d["measured"]["prefill_per_token_s"])
         assert row["arrival rate (req/s)"] == d["overrides"]["workload"]["rate_rps"]
         assert row["TPOT SLO (ms)"] == pytest.approx(d["overrides"]["slo"]["tpot_ms"])
         assert row["DLFP target T* (ms)"] == pytest.approx(1e3 * d["predicted"]["target_s"])
-        assert row["engine threads"] == r.manifest["engine_env"]["VLLM_CPU_OMP_THREADS_BIND"]
+        assert row["engine threads"] == r.manifest.engine_env["VLLM_CPU_OMP_THREADS_BIND"]
         assert row["P99 ITL reduction (%)"] == pytest.approx(np.mean(reductions_by_hand(rows_of(r),
                                                                                         "itl_p99_ms")))
         assert row["DLFP on P99 ITL"].startswith(f"reduces it by a mean of {row['P99 ITL reduction (%)']:.1f}% (a ")
@@ -308,7 +310,7 @@ def test_trials_table_compares_splits_of_the_same_work(run: RunData) -> None:
         itl = reductions_by_hand(rows_of(r), "itl_p99_ms")
         assert (row["CI lo (%)"], row["CI hi (%)"]) == pytest.approx(t_interval(itl))
         assert row["CI width (points)"] == pytest.approx(row["CI hi (%)"] - row["CI lo (%)"])
-        assert row["arms' wall time (s)"] == pytest.approx(sum(u["wall_s"] for u in r.manifest["units"]))
+        assert row["arms' wall time (s)"] == pytest.approx(sum(u.wall_s for u in r.manifest.units))
 
 
 # generalization_table
@@ -341,7 +343,7 @@ def test_generalization_table_of_the_cpu_ladder(cpu_ladder: list[RunData]) -> No
     assert table["run"].tolist() == [r.path.name for r in cpu_ladder]
     for r, (_, row) in zip(cpu_ladder, table.iterrows(), strict=True):
         assert row["model"] == r.config.engine.model and row["TP"] == r.config.engine.tensor_parallel_size == 1
-        assert r.manifest["hardware"]["cpu_model"].replace("(R)", "").split()[0] in row["device"]
+        assert r.manifest.hardware["cpu_model"].replace("(R)", "").split()[0] in row["device"]
         assert "(modeled)" not in row["device"]
         assert row["source"].startswith("measured: ")
         assert row["ITL reduction (%)"] == pytest.approx(np.mean(reductions_by_hand(rows_of(r), "itl_p99_ms")))

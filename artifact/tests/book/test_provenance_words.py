@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dlfp.book.provenance_words import book_provenance, host, run_provenance
+from dlfp.trials.schema import Manifest
 
-INTEL = {"hardware": {"cpu_logical_cores": 2, "cpu_model": "Intel(R) Xeon(R) Processor"}}
-AMD = {"hardware": {"cpu_logical_cores": 2, "cpu_model": "AMD EPYC 7B13"}}
-GPU = {"hardware": {"cpu_logical_cores": 32, "cpu_model": "AMD EPYC 7B13",
-                    "gpus": [{"name": "NVIDIA A100-SXM4-80GB"}, {"name": "NVIDIA A100-SXM4-80GB"}]}}
+
+def ran_on(hardware: Any) -> Manifest:
+    return Manifest(status="complete", config={}, units=[], hardware=hardware)
+
+
+INTEL = ran_on({"cpu_logical_cores": 2, "cpu_model": "Intel(R) Xeon(R) Processor"})
+AMD = ran_on({"cpu_logical_cores": 2, "cpu_model": "AMD EPYC 7B13"})
+GPU = ran_on({"cpu_logical_cores": 32, "cpu_model": "AMD EPYC 7B13",
+              "gpus": [{"name": "NVIDIA A100-SXM4-80GB"}, {"name": "NVIDIA A100-SXM4-80GB"}]})
 
 
 def audit(commit: str, since: str = "none") -> dict[str, str]:
@@ -20,7 +28,7 @@ def test_host_names_cores_cpu_and_gpus() -> None:
     assert host(INTEL) == "2-core Intel Xeon Processor"
     assert host(AMD) == "2-core AMD EPYC 7B13 CPU"
     assert host(GPU) == "32-core AMD EPYC 7B13 CPU with NVIDIA A100-SXM4-80GB"
-    assert host({}) == "unknown CPU" and host({"hardware": "junk"}) == "unknown CPU"
+    assert host(ran_on(None)) == "unknown CPU" and host(ran_on("junk")) == "unknown CPU"
 
 
 def test_one_run_says_its_commit_machine_and_whether_code_changed() -> None:

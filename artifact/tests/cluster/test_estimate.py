@@ -11,7 +11,6 @@ planned run) and the time format.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -35,6 +34,7 @@ from dlfp.cluster.estimate import (
 from dlfp.paths import REPO_ROOT
 from dlfp.trials.config import load_config
 from dlfp.trials.manifest import plan_units
+from dlfp.trials.schema import Unit, read_manifest
 
 
 def test_the_documented_constants() -> None:
@@ -52,12 +52,13 @@ def test_arm_span_counts_the_engines_warm_up_at_the_rate_given() -> None:
     workload = {"n_requests": 100, "rate_rps": 4.0}
     assert arm_span_s(workload, warmup_requests=16) == 29.0
     assert arm_span_s(workload, 16, Rate(0.68, "derived")) == pytest.approx(116 / 0.68)
-    cost = run_cost("32b", workload, [{}], started=False, engine_start_s=180.0, warmup_requests=16,
+    one = [Unit(trial=0, arm="stock")]
+    cost = run_cost("32b", workload, one, started=False, engine_start_s=180.0, warmup_requests=16,
                     rate=Rate(0.68, "the rate the modeled study derived (x)"))
     assert cost.arm_span_s == pytest.approx(116 / 0.68)
     assert cost.describe() == ("32b: 1 arm(s) x (180 s start + 171 s load) + pre-flight 240 s; load: (16 warm-up "
                                "+ 100 requests) at 0.68 req/s, the rate the modeled study derived (x)")
-    assert run_cost("c", workload, [{}], True, 20.0).describe().endswith("(0 warm-up + 100 requests) at 4 req/s, "
+    assert run_cost("c", workload, one, True, 20.0).describe().endswith("(0 warm-up + 100 requests) at 4 req/s, "
                                                                         "the config's rate")
 
 
@@ -71,7 +72,8 @@ def test_a_run_cost_in_seconds_and_words() -> None:
 
 
 def test_run_cost_counts_the_units_still_to_run() -> None:
-    units = [{"status": "complete"}, {"status": "missing"}, {"status": "running"}, {}]
+    units = [Unit(trial=0, arm=arm, status=status) for arm, status in (("a", "complete"), ("b", "missing"),
+                                                                       ("c", "running"), ("d", "pending"))]
     cost = run_cost("x", {"n_requests": 30, "rate_rps": 2.0}, units, started=True, engine_start_s=20.0)
     assert (cost.missing_arms, cost.arm_span_s, cost.preflight_due) == (3, 15.0, False)
     assert cost.seconds == 3 * (20 + 15)
@@ -89,8 +91,8 @@ def test_a_planned_run_of_the_cpu_default_config() -> None:
 
 
 def test_the_committed_cpu_default_run_costs_nothing_more() -> None:
-    manifest = json.loads((REPO_ROOT / "data" / "runs" / "cpu-default" / "manifest.json").read_text())
-    cost = run_cost("cpu-default", manifest["config"]["workload"], manifest["units"], started=True,
+    manifest = read_manifest(REPO_ROOT / "data" / "runs" / "cpu-default")
+    cost = run_cost("cpu-default", manifest.config["workload"], manifest.units, started=True,
                     engine_start_s=CPU_ENGINE_START_S)
     assert cost.missing_arms == 0 and cost.seconds == 0.0
     assert limit_s(cost.seconds) == FIXED_S  # what is left: imports, papermill, the drain

@@ -33,6 +33,7 @@ from dlfp.harness.workload import (
 )
 from dlfp.paths import REPO_ROOT, sha256
 from dlfp.trials.config import run_config
+from dlfp.trials.schema import read_manifest
 
 
 def tiny_spec(n: int, rate: float = 4.0, seed: int = 0, long_weight: float = 0.15) -> WorkloadSpec:
@@ -312,14 +313,14 @@ def test_committed_runs_regenerate_their_workloads_byte_for_byte(run: str, tmp_p
     seed, compare with the committed workload.parquet), plus the bytes the manifest's checksum vouches for.
     Fails when a change to workload.py or lengths.py moves a single draw of an existing config."""
     folder = RUNS / run
-    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest = read_manifest(folder)
     config = run_config(manifest)
-    seeds = {u["trial"]: u["seed"] for u in manifest["units"]}
-    assert seeds and set(manifest["workloads"]) == {f"trial-{k}/workload.parquet" for k in seeds}
+    seeds = {u.trial: u.seed for u in manifest.units}
+    assert seeds and manifest.workloads and set(manifest.workloads) == {f"trial-{k}/workload.parquet" for k in seeds}
     for trial, seed in sorted(seeds.items()):
         name = f"trial-{trial}/workload.parquet"
         requests = generate(config.workload_spec(seed))
         assert load(folder / name) == requests, f"{run}/{name}: seed {seed} no longer draws this workload"
         save(requests, tmp_path / "w.parquet")
-        assert sha256(tmp_path / "w.parquet") == manifest["workloads"][name], (
+        assert sha256(tmp_path / "w.parquet") == manifest.workloads[name], (
             f"{run}/{name}: same requests, other bytes (a pyarrow or pandas upgrade changes Parquet metadata)")

@@ -19,26 +19,15 @@ from dlfp.studies.capacity import (
     POINTS,
     STAMP,
     capacity_table,
-    held_name,
     load_points,
     margin,
-    split_arm,
     stale,
     study_points,
     trial_capacities,
     trial_capacity,
-    unit_name,
     write_tables,
 )
 from dlfp.trials.runfolder import RunFolderError, write_parquet
-
-
-def test_an_arm_holding_a_level_is_named_for_it() -> None:
-    assert split_arm("dlfp-slo.tight") == ("dlfp-slo", "tight")
-    assert split_arm("stock") == ("stock", None) and split_arm("mbt-512") == ("mbt-512", None)
-    assert split_arm("odd.name") == ("odd.name", None)
-    assert split_arm("dlfp-slo.tight_0.45") == ("dlfp-slo", "tight") and split_arm("mbt-512_1.0") == ("mbt-512", None)
-    assert split_arm(unit_name(held_name("cadence-4-cap", "relaxed"), 0.8)) == ("cadence-4-cap", "relaxed")
 
 
 def test_the_margin_is_the_worse_p99_over_its_slo() -> None:

@@ -285,7 +285,7 @@ def test_design_implied_verdicts_are_marked_on_scaled_designs_only(tmp_path: Pat
     out = evaluate({"paired": paired_run}, claims)
     assert out.design.iloc[0] == "implied by the scaled design (ttft_stalls = 10, stall_over_target = 3)"
     manifest = copy.deepcopy(paired_run.manifest)
-    manifest["design"]["kind"] = "fixed"
+    manifest.design["kind"] = "fixed"
     fixed = dataclasses.replace(paired_run, manifest=manifest)
     assert evaluate({"paired": fixed}, claims).design.iloc[0] == ""
     assert evaluate({"paired": paired_run}, [{**claims[0], "design_implied": None}]).design.iloc[0] == ""
@@ -303,7 +303,7 @@ def test_the_committed_claims_name_the_design_rules_they_follow_from(table: pd.D
 
 def test_sensitivity_judges_the_measured_rows_on_every_sweep_run(paired_run: RunData) -> None:
     manifest = copy.deepcopy(paired_run.manifest)
-    manifest["design"]["problems"] = ["the load was too high"]
+    manifest.design["problems"] = ["the load was too high"]
     flagged = dataclasses.replace(paired_run, manifest=manifest)
     out = sensitivity(DECLARED, {"as committed": paired_run, "flagged": flagged})
     mine = [c["id"] for c in DECLARED for r in c["rows"] if r["run"] == "paired"]
@@ -370,7 +370,7 @@ def test_a_claim_the_run_cannot_meet_is_not_reproduced(tmp_path: Path, paired_ru
 
 def test_a_run_outside_its_regime_tests_no_itl_claim(tmp_path: Path, paired_run: RunData) -> None:
     manifest = copy.deepcopy(paired_run.manifest)
-    manifest["design"]["problems"] = ["the load was too high"]
+    manifest.design["problems"] = ["the load was too high"]
     flagged = dataclasses.replace(paired_run, manifest=manifest)
     claims = write_claims(tmp_path, [{"run": "paired", "value": "itl_reduction", "expect": {"ci_lo_above": 0.0}},
                                      {"run": "paired", "value": "failures", "expect": {"at_most": 0}}])
@@ -431,8 +431,8 @@ def as_gpu_run(run: RunData, gpu: dict[str, Any] = A100, model: str = "qwen3-0.6
                dtype: str = "bfloat16") -> RunData:
     """``run`` as if measured on a GPU: the manifest fields a GPU run records, and the paper's model."""
     manifest = copy.deepcopy(run.manifest)
-    manifest["versions"]["vllm"] = "0.32.0"
-    manifest["hardware"].update(gpus=[gpu], visible_gpus=[0])
+    manifest.versions["vllm"] = "0.32.0"
+    manifest.hardware.update(gpus=[gpu], visible_gpus=[0])
     engine = dataclasses.replace(run.config.engine, model=model, dtype=dtype)
     return dataclasses.replace(run, manifest=manifest, config=dataclasses.replace(run.config, engine=engine))
 

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from dlfp.studies import command, plans
+from dlfp.trials.schema import Manifest
 
 
 def test_only_names_an_unknown_entry() -> None:
@@ -24,7 +25,8 @@ def test_list_names_every_arm(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_run_names_a_few_arms(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from dlfp.trials import runner
 
-    monkeypatch.setattr(runner, "run_trials", lambda cfg, out, allow_dirty, workers: {"status": "complete"})
+    done = Manifest(status="complete", config={}, units=[])
+    monkeypatch.setattr(runner, "run_trials", lambda cfg, out, allow_dirty, workers: done)
     assert command.main(["baselines", "--out", "/nonexistent", "--only", "cpu-tiny"]) == 0
     started = capsys.readouterr().err
     assert f"{len(plans.BASELINE_ARMS)} arms stock, " in started and f"{len(plans.BASELINE_ARMS) - 6} more" in started

@@ -60,9 +60,9 @@ def test_a_given_slo_capacity_design_has_one_level() -> None:
     with pytest.raises(ValueError, match="milliseconds"):
         DesignSpec.parse({"kind": "capacity", "load": 0.15, "itl_slo_ms": 0, "ttft_slo_ms": 900})
     raw, _ = deploy.config(question())
-    from dlfp.studies.capacity import split_arm
+    from dlfp.trials.armid import ArmId
 
-    levels = {split_arm(a["name"])[1] for a in raw["arms"]}
+    levels = {ArmId.parse(a["name"]).level for a in raw["arms"]}
     assert levels == {None, "given"}
 
 

@@ -97,9 +97,9 @@ def test_goal_trials_give_the_goal_arms_more_trials_and_the_rest_the_runs_own() 
     more = dict(plans.capacity(3, 40, ("a100-qwen3-8b",), goal_trials=10))[plans.Path("a100-qwen3-8b")]
     assert len(more.seeds) == 10 and more.arm_names == base.arm_names
     goal = {a.name for a in more.arms if a.trials is None}
-    from dlfp.studies.capacity import split_arm
+    from dlfp.trials.armid import ArmId
 
-    bases = {split_arm(a)[0] for a in goal}
+    bases = {ArmId.parse(a).base for a in goal}
     assert bases == {"stock", "mbt-256", "mbt-512", "mbt-1024", "mbt-2048", *load_goal().arms}
     assert all(a.trials == 3 for a in more.arms if a.name not in goal)
     assert more.arms_in(9) == tuple(a for a in more.arm_names if a in goal) and more.arms_in(2) == more.arm_names

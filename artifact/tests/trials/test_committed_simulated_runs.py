@@ -12,7 +12,7 @@ from dlfp.analysis.labels import measured_on
 from dlfp.paths import REPO_ROOT, sha256
 from dlfp.sim.costmodel import profile_file
 from dlfp.trials.config import run_config
-from dlfp.trials.runfolder import read_manifest
+from dlfp.trials.schema import read_manifest
 
 SIMULATED = sorted(p.parent for p in (REPO_ROOT / "data/runs").glob("**/manifest.json")
                    if '"sim_profile"' in p.read_text(encoding="utf-8") and "/local/" not in str(p))
@@ -26,9 +26,9 @@ def test_there_are_committed_simulated_runs() -> None:
 def test_a_committed_simulated_run_reads_as_it_ran(run: Path) -> None:
     manifest = read_manifest(run)
     config = run_config(manifest)
-    profile = manifest["sim_profile"]
+    profile = manifest.sim_profile or {}
     assert sha256(profile_file(profile["name"])) == profile["sha256"], f"{run}: its cost profile changed"
     virtual = config.engine.virtual
     assert ("virtual time, engine costs" in measured_on(manifest)) == virtual
     assert virtual or "real time" in measured_on(manifest)
-    assert virtual == ("sim_engine" in manifest)
+    assert virtual == (manifest.sim_engine is not None)

@@ -30,6 +30,7 @@ from dlfp.trials.config import (
     read_yaml,
     run_config,
 )
+from dlfp.trials.schema import Manifest, read_manifest
 
 NOT_TRIAL_CONFIGS = {"claims.yaml": ["claims", "setting"], "controller-goal.yaml": ["criteria"]}
 """Files in configs/ that are no trial config, and the fields that make parse_config refuse them."""
@@ -280,29 +281,33 @@ def test_with_overrides_merges_and_validates_again() -> None:
         cfg.with_overrides({"dlfp": {"gain": 7}})
 
 
+def recorded(**fields: Any) -> Manifest:
+    """A manifest recording only these fields (a complete run of no units)."""
+    return Manifest(status="complete", units=[], **fields)
+
+
 def test_run_config_applies_the_design_overrides() -> None:
     cfg = parse_config({"trials": 2})
     overrides = {"workload": {"rate_rps": 6.28}, "dlfp": {"itl_slo_ms": 71.6}, "slo": {"tpot_ms": 71.6}}
-    manifest = json.loads(json.dumps({"config": cfg.raw, "design": {"overrides": overrides}}))
-    ran = run_config(manifest)
+    ran = run_config(recorded(config=json.loads(json.dumps(cfg.raw)), design={"overrides": overrides}))
     assert ran == cfg.with_overrides(overrides)
     assert (ran.workload["rate_rps"], ran.dlfp["itl_slo_ms"], ran.tpot_slo_s) == (6.28, 71.6, 0.0716)
-    assert run_config({"config": cfg.raw, "design": {}}) == cfg  # a design that overrode nothing
-    assert run_config({"config": cfg.raw, "design": None}) == cfg
+    assert run_config(recorded(config=cfg.raw, design={})) == cfg  # a design that overrode nothing
+    assert run_config(recorded(config=cfg.raw, design=None)) == cfg
 
 
 def test_a_run_from_before_designs_ran_its_config_as_written() -> None:
     raw = {k: v for k, v in parse_config({}).raw.items() if k != "design"}
-    assert run_config({"config": raw}).design.kind == "fixed"
-    assert run_config({"config": {**raw, "design": {"kind": "scaled"}}}).design.kind == "scaled"
+    assert run_config(recorded(config=raw)).design.kind == "fixed"
+    assert run_config(recorded(config={**raw, "design": {"kind": "scaled"}})).design.kind == "scaled"
 
 
 def test_run_config_of_the_committed_run() -> None:
-    manifest = json.loads((REPO_ROOT / "data/runs/cpu-default/manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(REPO_ROOT / "data/runs/cpu-default")
     ran = run_config(manifest)
-    requested = parse_config(manifest["config"])
-    assert ran == requested.with_overrides(manifest["design"]["overrides"])
-    assert ran.name == manifest["config"]["name"] and ran.arm_names == requested.arm_names
+    requested = parse_config(manifest.config)
+    assert ran == requested.with_overrides((manifest.design or {})["overrides"])
+    assert ran.name == manifest.config["name"] and ran.arm_names == requested.arm_names
 
 
 # --- YAML files ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dlfp import paths
 from dlfp.trials import runfolder, runner
 from dlfp.trials.config import parse_config
 from dlfp.trials.manifest import exclusive, sim_profile_record
+from dlfp.trials.schema import identity_verified, read_manifest
 from tests.trials.fakes import CONFIG, manifest
 
 
@@ -43,7 +44,7 @@ def test_a_second_writer_into_the_same_folder_is_refused(tmp_path, fake) -> None
     out = tmp_path / "run"
     with exclusive(out), pytest.raises(runfolder.RunFolderError, match="another dlfp process"):
         runner.run_trials(parse_config(CONFIG), out, progress=False)  # while another job holds the folder
-    assert runner.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+    assert runner.run_trials(parse_config(CONFIG), out, progress=False).status == "complete"
 
 
 def _flock_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,7 +123,7 @@ def test_a_measured_run_resumes_only_on_the_kind_of_machine_that_started_it(tmp_
     assert arms.calls == [] and manifest(out)["status"] != "complete"
     # Another host of the same kind (a cluster node) resumes; so does a simulated run anywhere.
     monkeypatch.setattr(telemetry, "describe_hardware", lambda: {**real, "hostname": "node-7", "memory_gib": 1.0})
-    assert runner.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+    assert runner.run_trials(parse_config(CONFIG), out, progress=False).status == "complete"
     sim = parse_config({**CONFIG, "engine": {"sim": {"profile": "a100"}}})
     fake(fail_at=2, fail=KeyboardInterrupt())
     monkeypatch.setattr(telemetry, "describe_hardware", lambda: real)
@@ -130,7 +131,7 @@ def test_a_measured_run_resumes_only_on_the_kind_of_machine_that_started_it(tmp_
         runner.run_trials(sim, tmp_path / "sim", progress=False)
     monkeypatch.setattr(telemetry, "describe_hardware", lambda: other)
     fake()
-    assert runner.run_trials(sim, tmp_path / "sim", progress=False)["status"] == "complete"
+    assert runner.run_trials(sim, tmp_path / "sim", progress=False).status == "complete"
 
 
 def test_a_resume_refuses_a_manifest_whose_identity_was_edited(tmp_path, fake) -> None:
@@ -141,7 +142,7 @@ def test_a_resume_refuses_a_manifest_whose_identity_was_edited(tmp_path, fake) -
     with pytest.raises(KeyboardInterrupt):
         runner.run_trials(parse_config(CONFIG), out, progress=False)
     edited = manifest(out)
-    assert runfolder.identity_verified(out, edited)
+    assert identity_verified(out, read_manifest(out))
     edited["versions"]["vllm"] = "0.32.0"
     paths.write_json_atomic(out / runfolder.MANIFEST, edited)
     arms = fake()

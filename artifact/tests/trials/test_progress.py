@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from dlfp.trials.progress import (
     run_left_s,
 )
 from dlfp.trials.runfolder import engine_log
+from dlfp.trials.schema import Unit
 from tests.trials.fakes import CONFIG, manifest
 
 
@@ -115,12 +117,10 @@ def _lines(stream: io.StringIO) -> list[str]:
 
 
 def test_run_progress_lines_name_trial_arm_unit_requests_and_what_is_left(tmp_path) -> None:
-    units = [{"trial": 0, "seed": 0, "arm": "stock", "status": "complete", "wall_s": 100.0},
-             {"trial": 0, "seed": 0, "arm": "dlfp", "status": "missing"},
-             {"trial": 1, "seed": 1, "arm": "dlfp", "status": "missing"},
-             {"trial": 1, "seed": 1, "arm": "stock", "status": "missing"}]
+    units = [Unit(trial=0, seed=0, arm="stock", status="complete", wall_s=100.0),
+             Unit(trial=0, seed=0, arm="dlfp"), Unit(trial=1, seed=1, arm="dlfp"), Unit(trial=1, seed=1, arm="stock")]
     out, clock = io.StringIO(), Clock()
-    report = RunProgress(tmp_path / "run", {"units": units}, out, clock)
+    report = RunProgress(tmp_path / "run", units, out, clock)
     report.begin(tmp_path / "run.log")
     requests = [SimpleNamespace(arrival_s=20.0 * i) for i in range(8)]  # a 140 s arrival span
     arm = report.unit(1, requests)
@@ -129,7 +129,7 @@ def test_run_progress_lines_name_trial_arm_unit_requests_and_what_is_left(tmp_pa
     for _ in range(8):
         clock.t += 20
         arm(1)
-    report.unit_done(1, {**units[1], "status": "complete", "wall_s": 210.0})
+    report.unit_done(1, dataclasses.replace(units[1], status="complete", wall_s=210.0))
     lines = _lines(out)
     unit = "[run] trial 1/2 dlfp (unit 2/4)"
     assert lines[0] == f"[run] 3 of 4 units to run (2 trials x arms stock, dlfp); engine output: {tmp_path / 'run.log'}"
@@ -149,7 +149,7 @@ def test_a_failure_shows_the_end_of_the_engine_log_and_an_interruption_says_by_w
     log = tmp_path / "run.engine.log"
     log.write_text("".join(f"noise {i}\n" for i in range(30)))
     out = io.StringIO()
-    report = RunProgress(tmp_path / "run", {"units": [{"trial": 0, "arm": "stock", "status": "missing"}]}, out)
+    report = RunProgress(tmp_path / "run", [Unit(trial=0, arm="stock")], out)
     report.unit(0, [])
     report.stopped(RuntimeError("engine core died"), None, log)
     lines = _lines(out)
@@ -164,7 +164,7 @@ def test_a_failure_shows_the_end_of_the_engine_log_and_an_interruption_says_by_w
 def test_disabled_progress_has_no_stream_and_a_sink_file_wins_over_stderr(tmp_path, monkeypatch) -> None:
     with progress_stream(False) as stream:
         assert stream is None
-    RunProgress(tmp_path, {"units": []}, None).line("nothing happens")
+    RunProgress(tmp_path, [], None).line("nothing happens")
     sink = tmp_path / "sink.log"
     monkeypatch.setenv(PROGRESS_ENV, str(sink))
     with progress_stream() as stream:
@@ -260,14 +260,14 @@ def test_the_engine_log_lies_beside_the_folder_whatever_the_path_looks_like(tmp_
 
 
 def test_a_unit_on_a_reused_engine_says_so_and_keeps_the_start_estimate(tmp_path) -> None:
-    units = [{"trial": 0, "seed": 0, "arm": a, "status": "missing"} for a in ("stock", "stock_fast")]
+    units = [Unit(trial=0, seed=0, arm=a) for a in ("stock", "stock_fast")]
     out, clock = io.StringIO(), Clock()
-    report = RunProgress(tmp_path / "run", {"units": units}, out, clock)
+    report = RunProgress(tmp_path / "run", units, out, clock)
     requests = [SimpleNamespace(arrival_s=1.0)]
     first = report.unit(0, requests)
     clock.t += 30
     first(0)  # a fresh engine is up after 30 s
-    report.unit_done(0, {**units[0], "status": "complete", "wall_s": 31.0})
+    report.unit_done(0, dataclasses.replace(units[0], status="complete", wall_s=31.0))
     second = report.unit(1, requests, reused=True)
     second(0)
     lines = _lines(out)

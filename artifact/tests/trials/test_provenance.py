@@ -141,8 +141,8 @@ def test_run_trials_and_cli_refuse_before_writing_anything(repo, tmp_path, capsy
 
 
 def _manifest(cfg, status: str, commit: str) -> dict:
-    return {"kind": KIND, "name": cfg.name, "status": status, "config": cfg.raw, "units": plan_units(cfg),
-            "git": {"commit": commit, "dirty": False}}
+    return {"kind": KIND, "name": cfg.name, "status": status, "config": cfg.raw,
+            "units": [u.to_json() for u in plan_units(cfg)], "git": {"commit": commit, "dirty": False}}
 
 
 def test_interrupted_run_is_not_finished_by_other_code_but_a_complete_one_is_left_alone(repo, tmp_path) -> None:
@@ -158,7 +158,7 @@ def test_interrupted_run_is_not_finished_by_other_code_but_a_complete_one_is_lef
     with pytest.raises(ProvenanceError):
         run_trials(cfg, interrupted, progress=False)
     before = (complete / MANIFEST).read_bytes()
-    assert run_trials(cfg, complete, progress=False)["status"] == "complete"  # nothing runs: nothing to refuse
+    assert run_trials(cfg, complete, progress=False).status == "complete"  # nothing runs: nothing to refuse
     assert (complete / MANIFEST).read_bytes() == before
 
 

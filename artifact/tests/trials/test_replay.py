@@ -12,8 +12,9 @@ import pytest
 from dlfp.analysis.runs import load_run
 from dlfp.paths import REPO_ROOT
 from dlfp.trials import replay
-from dlfp.trials.runfolder import RunFolderError, read_manifest
+from dlfp.trials.runfolder import RunFolderError
 from dlfp.trials.runner import run_trials
+from dlfp.trials.schema import read_manifest
 
 SOURCE = REPO_ROOT / "data/runs/generalization-sim/a100-qwen3-0.6b-tp1"
 
@@ -31,14 +32,14 @@ def test_a_replay_keeps_the_design_and_gives_the_real_time_run_s_tokens(tmp_path
     out = tmp_path / "replay"
     config = replay.prepare(SOURCE, out, ["stock"], allow_dirty=True)
     manifest = json.loads((out / "manifest.json").read_text())
-    recorded = read_manifest(SOURCE)["design"]
+    recorded = read_manifest(SOURCE).design or {}
     assert manifest["design"]["overrides"] == {k: v for k, v in recorded["overrides"].items() if k != "arms"} | (
         {"arms": [a for a in recorded["overrides"]["arms"] if a["name"] == "stock"]} if "arms" in recorded["overrides"]
         else {})
     assert manifest["design"]["replayed_from"] == str(SOURCE)
     assert (out / "preflight" / "steps.parquet").read_bytes() == (SOURCE / "preflight" / "steps.parquet").read_bytes()
     done = run_trials(config, out, progress=False, allow_dirty=True, workers=1)
-    assert done["status"] == "complete" and "preflight" not in str(done.get("error"))
+    assert done.status == "complete" and "preflight" not in str(done.error)
     real, virtual = load_run(SOURCE, tables=("requests",)), load_run(out, tables=("requests",))
     for k in virtual.trials:
         a = real.tables[(k, "stock")]["requests"].set_index("request_id")

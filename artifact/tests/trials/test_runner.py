@@ -21,7 +21,7 @@ from tests.trials.fakes import CONFIG, RAN, manifest
 def test_complete_run_layout_and_arm_order(tmp_path, fake) -> None:
     arms = fake()
     out = tmp_path / "run"
-    m = runner.run_trials(parse_config(CONFIG), out, progress=False)
+    m = runner.run_trials(parse_config(CONFIG), out, progress=False).to_json()  # the manifest as written
     assert m["status"] == "complete" and m["missing"] == []
     assert arms.calls == [False, True, True, False]  # arm order alternates across trials
     for u in m["units"]:
@@ -41,7 +41,7 @@ def test_an_arm_with_fewer_trials_runs_only_the_first_of_them_and_loads_as_compl
                                                            {"name": "few", "dlfp": {"gain": 0.25}, "trials": 1}]})
     assert [config.arms_in(k) for k in range(3)] == [("stock", "dlfp", "few"), ("stock", "dlfp"), ("stock", "dlfp")]
     out = tmp_path / "run"
-    m = runner.run_trials(config, out, progress=False)
+    m = runner.run_trials(config, out, progress=False).to_json()  # the manifest as written
     assert m["status"] == "complete" and len(m["units"]) == config.unit_count == 7 == len(arms.calls)
     assert [(u["trial"], u["arm"]) for u in m["units"]] == [
         (0, "stock"), (0, "dlfp"), (0, "few"), (1, "dlfp"), (1, "stock"), (2, "stock"), (2, "dlfp")]
@@ -67,7 +67,7 @@ def test_interrupt_keeps_finished_units_and_resumes(tmp_path, fake) -> None:
     assert (out / "trial-0" / "stock" / "requests.parquet").exists()
     kept = (out / "trial-0" / "dlfp" / "tokens.parquet").read_bytes()
     arms = fake()
-    m = runner.run_trials(parse_config(CONFIG), out, progress=False)
+    m = runner.run_trials(parse_config(CONFIG), out, progress=False).to_json()  # the manifest as written
     assert m["status"] == "complete" and arms.calls == [True, False]  # only the missing units
     assert (out / "trial-0" / "dlfp" / "tokens.parquet").read_bytes() == kept
 
@@ -93,7 +93,7 @@ def test_refuses_other_config_or_foreign_folder(tmp_path, fake) -> None:
     (foreign / "notes.txt").write_text("mine")
     with pytest.raises(runfolder.RunFolderError, match="not empty"):
         runner.run_trials(parse_config(CONFIG), foreign, progress=False)
-    assert runner.run_trials(parse_config(CONFIG), out, progress=False)["status"] == "complete"
+    assert runner.run_trials(parse_config(CONFIG), out, progress=False).status == "complete"
 
 
 @pytest.mark.parametrize(("raw", "needle"), [
@@ -150,7 +150,7 @@ def test_ctrl_c_reported_as_another_error_is_still_an_interruption(tmp_path, fak
     with pytest.raises(KeyboardInterrupt):
         runner.run_trials(parse_config(CONFIG), out, progress=False)
     m = manifest(out)
-    assert m["status"] == "interrupted" and m["error"] is None
+    assert m["status"] == "interrupted" and m.get("error") is None
     assert m["missing"] == ["trial-0/dlfp", "trial-1/dlfp", "trial-1/stock"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
 
@@ -186,7 +186,7 @@ def test_sigterm_is_an_interruption_with_its_own_exit_code(tmp_path, fake, monke
     assert main(["trial", str(config), "--out", str(out), "--quiet"]) == 143
     assert "interrupted (SIGTERM)" in capsys.readouterr().err
     m = manifest(out)
-    assert m["status"] == "interrupted" and m["interrupted_by"] == "SIGTERM" and m["error"] is None
+    assert m["status"] == "interrupted" and m["interrupted_by"] == "SIGTERM" and m.get("error") is None
     assert m["missing"] == ["trial-0/dlfp", "trial-1/dlfp", "trial-1/stock"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
     arms = fake()
@@ -203,7 +203,7 @@ def test_dead_engine_core_fails_the_run_with_exit_code_1(tmp_path, fake, capsys)
     assert main(["trial", str(config), "--out", str(out), "--quiet"]) == 1
     assert "rerun the same command to resume" in capsys.readouterr().err
     m = manifest(out)
-    assert m["status"] == "failed" and m["error"].startswith("EngineCoreDied: ") and m["interrupted_by"] is None
+    assert m["status"] == "failed" and m["error"].startswith("EngineCoreDied: ") and m.get("interrupted_by") is None
     assert len(m["missing"]) == 3
 
 
@@ -218,7 +218,8 @@ def test_consecutive_units_of_one_engine_share_it_and_each_replays_at_its_own_ra
     and an arm with its own rate replays the trial's requests at that rate."""
     arms = fake()
     out = tmp_path / "run"
-    m = runner.run_trials(parse_config(REUSE), out, progress=False)
+    done = runner.run_trials(parse_config(REUSE), out, progress=False)
+    m = done.to_json()  # the manifest as written
     assert m["status"] == "complete"
     # trial 0: stock pair, dlfp pair; trial 1 (rotated): stock_fast, dlfp pair, stock; each warmed first
     assert arms.engines == [2, 2, 1, 2, 1] and arms.warmups == [3] * 5  # the 3-request workload's first 16
@@ -230,7 +231,7 @@ def test_consecutive_units_of_one_engine_share_it_and_each_replays_at_its_own_ra
     assert list(fast.prompt_len) == list(slow.prompt_len)
     from dlfp.trials.config import run_config
 
-    base = run_config(m).workload["rate_rps"]  # the design's rate; stock_fast runs at 100 req/s
+    base = run_config(done).workload["rate_rps"]  # the design's rate; stock_fast runs at 100 req/s
     assert fast.arrival_s.tolist() == pytest.approx((slow.arrival_s * base / 100.0).tolist())
     assert not list(tmp_path.glob(".*steps.jsonl"))  # the engine's step log beside the folder is gone
 
@@ -244,7 +245,7 @@ def test_an_interrupt_on_a_shared_engine_keeps_the_units_it_finished(tmp_path, f
     assert m["status"] == "interrupted"
     assert [u["arm"] for u in m["units"] if u["status"] == "complete"] == ["stock"]
     arms = fake()
-    assert runner.run_trials(parse_config(REUSE), out, progress=False)["status"] == "complete"
+    assert runner.run_trials(parse_config(REUSE), out, progress=False).status == "complete"
     # The resumed trial-0 stock_fast alone (its pair is done), then the dlfp pairs; trial 1's stock units
     # are split by its rotated order, one engine each.
     assert arms.engines == [1, 2, 1, 2, 1] and len(arms.calls) == 7
