@@ -6,12 +6,12 @@ the code does not enforce."""
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 
 import pandas as pd
 
+from dlfp.control.fields import declared
 from dlfp.control.params import SPECS
-from dlfp.trials.design import RULE_DOCS, RULES_VERSION, Rules
+from dlfp.trials.design import RULES_VERSION, Rules
 
 
 def params_table() -> pd.DataFrame:
@@ -21,9 +21,9 @@ def params_table() -> pd.DataFrame:
 
 
 def rules_table() -> pd.DataFrame:
-    """One row per design rule with its default and meaning."""
-    return pd.DataFrame([{"rule": f.name, "default": getattr(Rules(), f.name), "meaning": RULE_DOCS[f.name]}
-                         for f in fields(Rules)])
+    """One row per design rule, in declaration order: its default, unit, allowed values and meaning."""
+    return pd.DataFrame([{"rule": f.name, "default": json.dumps(f.default), "unit": rule.unit, "allowed": rule.allowed,
+                          "meaning": rule.doc} for f, rule in declared(Rules)])
 
 
 def rules_version() -> str:

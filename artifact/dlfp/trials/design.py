@@ -45,10 +45,11 @@ Pure arithmetic; the modeled study (:mod:`dlfp.studies.generalization`) and the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from dlfp.control.fields import declared, first_invalid, number
 from dlfp.trials.prediction import (
     Measured,
     Prediction,
@@ -83,59 +84,61 @@ class DesignError(ValueError):
     """A design the comparison cannot test, refused before any trial (names the numbers)."""
 
 
-RULE_DOCS: dict[str, str] = {
-    "stall_share": "Stock's prefill stalls as a share of all inter-token gaps (scaled designs aim here).",
-    "min_stall_share": "Below this a pooled P99 of gaps does not reliably see the stalls: refused.",
-    "max_stall_share": "Above this stalls are the common case, not the tail: flagged after the run.",
-    "decoders": "Mean number of requests decoding (Little's law over the short requests).",
-    "target_overheads": "DLFP's target interval in mixed-step fixed parts: T* = target_overheads x (d + a).",
-    "max_load": "Largest predicted share of engine time spent prefilling, in any arm.",
-    "stall_over_target": "Scaled designs lengthen long prompts (where needed) until stock's stall lasts this many T*.",
-    "min_stall_over_target": "The predicted stall must exceed DLFP's target by this factor, or DLFP has nothing to do.",
-    "ttft_stalls": "TTFT SLO in stock stalls (queueing allowance for long prompts).",
-    "realized_min_stall_share": "After the run: stock's measured stall share below this flags the run out of regime.",
-    "max_cost_drift": "After the run: a trial whose stock steps took more than this factor longer (or shorter) than "
-                      "the pre-flight's flags the run out of regime (the machine was not the one the design was "
-                      "derived on).",
-}
-"""What each rule means; the method chapter's table of rules is generated from it."""
+BIG = 1e6
+"""The upper bound of a rule that has no natural one: a finite number, so infinity and NaN are refused."""
+
+
+def _share(default: float, doc: str) -> Any:
+    return number(default, "share", 0, 1, doc, lo_open=True, hi_open=True)
+
+
+def _positive(default: float, unit: str, doc: str, *, above: float = 0) -> Any:
+    return number(default, unit, above, BIG, doc, lo_open=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """The design rules' parameters (:data:`RULE_DOCS`); a config's ``design`` mapping may override each."""
+    """The design rules' parameters, each declared once with its unit, its bounds and its meaning
+    (:mod:`dlfp.control.fields`): the check, its message and the method chapter's table of rules
+    (:func:`dlfp.book.reference_tables.rules_table`) come from these declarations. A config's ``design``
+    mapping may override each."""
 
-    stall_share: float = 0.03
-    min_stall_share: float = 0.015
-    max_stall_share: float = 0.25
-    decoders: float = 4.0
-    target_overheads: float = 3.0
-    max_load: float = 0.8
-    stall_over_target: float = 3.0
-    min_stall_over_target: float = 1.5
-    ttft_stalls: float = 10.0
-    realized_min_stall_share: float = 0.01
-    max_cost_drift: float = 1.75
+    stall_share: float = _share(0.03, "Stock's prefill stalls as a share of all inter-token gaps (scaled designs "
+                                      "aim here); within [min_stall_share, max_stall_share].")
+    min_stall_share: float = _share(0.015, "Below this a pooled P99 of gaps does not reliably see the stalls: "
+                                           "refused.")
+    max_stall_share: float = _share(0.25, "Above this stalls are the common case, not the tail: flagged after the "
+                                          "run.")
+    decoders: float = _positive(4.0, "requests", "Mean number of requests decoding (Little's law over the short "
+                                                 "requests).")
+    target_overheads: float = _positive(3.0, "x (d + a)", "DLFP's target interval in mixed-step fixed parts: "
+                                        "T* = target_overheads x (d + a); above 1, which the fixed part alone takes.",
+                                        above=1)
+    max_load: float = _share(0.8, "Largest predicted share of engine time spent prefilling, in any arm.")
+    stall_over_target: float = _positive(3.0, "x T*", "Scaled designs lengthen long prompts (where needed) until "
+                                                      "stock's stall lasts this many T*.")
+    min_stall_over_target: float = _positive(1.5, "factor", "The predicted stall must exceed DLFP's target by this "
+                                                            "factor, or DLFP has nothing to do.")
+    ttft_stalls: float = _positive(10.0, "stalls", "TTFT SLO in stock stalls (queueing allowance for long "
+                                                   "prompts).")
+    realized_min_stall_share: float = _share(0.01, "After the run: stock's measured stall share below this flags "
+                                                   "the run out of regime.")
+    max_cost_drift: float = _positive(1.75, "factor", "After the run: a trial whose stock steps took more than this "
+                                      "factor longer (or shorter) than the pre-flight's flags the run out of regime "
+                                      "(the machine was not the one the design was derived on).", above=1)
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value <= 0:
-                raise ValueError(f"config field 'design.{f.name}' = {value!r} is invalid: allowed a number > 0")
-        for name in ("stall_share", "min_stall_share", "max_stall_share", "max_load", "realized_min_stall_share"):
-            if getattr(self, name) >= 1:
-                raise ValueError(f"config field 'design.{name}' = {getattr(self, name)!r} is invalid: "
-                                 "allowed a share in (0, 1)")
+        bad = first_invalid(self)
+        if bad is not None:
+            name, value, allowed = bad
+            raise ValueError(f"config field 'design.{name}' = {value!r} is invalid: allowed {allowed}")
         if not self.min_stall_share <= self.stall_share <= self.max_stall_share:
             raise ValueError(f"config field 'design.stall_share' = {self.stall_share!r} is invalid: allowed "
                              f"[min_stall_share, max_stall_share] = [{self.min_stall_share}, {self.max_stall_share}]")
-        if self.max_cost_drift <= 1:
-            raise ValueError(f"config field 'design.max_cost_drift' = {self.max_cost_drift!r} is invalid: "
-                             "allowed a factor > 1")
-        if self.target_overheads <= 1:
-            raise ValueError(f"config field 'design.target_overheads' = {self.target_overheads!r} is invalid: "
-                             "allowed > 1 (a mixed step's fixed part alone takes 1)")
+
+
+RULE_DOCS: dict[str, str] = {f.name: rule.doc for f, rule in declared(Rules)}
+"""What each rule means, from its declaration (claims files name rules by these keys)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +281,7 @@ def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]
     share = _largest_share(m, w, rules, target_s)
     p = predict(m, w, *scaled_rates(m, w, share, rules.decoders), target_s)
     classes = _reweighted(classes, p.long_share)
-    overrides = {
+    overrides: dict[str, Any] = {
         "workload": {"rate_rps": round_sig(p.rate_rps), "classes": classes},
         "dlfp": {"itl_slo_ms": itl_slo_ms},
         "slo": {"tpot_ms": itl_slo_ms, "ttft_ms": round_sig(rules.ttft_stalls * p.stall_s * 1e3)},
@@ -299,9 +302,13 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     ``workload.n_requests``, or more for :func:`~dlfp.trials.sweep.min_span_s`), SLOs (and DLFP's
     ``itl_slo_ms``) at the tight level, nothing refused. The record's ``sweep.arms`` gives each arm's
     load, rate and requests."""
+    if spec.load is None:  # DesignSpec.parse gives every capacity design its load
+        raise ValueError("a capacity design needs design.load")
+    design_load = spec.load
     long_w = long_weight_share(config["workload"]["classes"])
-    given = None if spec.itl_slo_ms is None else {"itl_ms": spec.itl_slo_ms, "ttft_ms": spec.ttft_slo_ms}
-    sweep = sweep_record(m, w, long_w, float(spec.load), given)
+    given = (None if spec.itl_slo_ms is None or spec.ttft_slo_ms is None else
+             {"itl_ms": spec.itl_slo_ms, "ttft_ms": spec.ttft_slo_ms})
+    sweep = sweep_record(m, w, long_w, design_load, given)
     tight = next(iter(sweep["slos"].values()))  # the tightest level (the given one where the user gave it)
     target_s = tight["itl_ms"] * target_fraction / 1e3
     rate = sweep["rate_rps"]
@@ -311,10 +318,10 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
     n_top = top_requests(int(config["workload"]["n_requests"]), rate_at_load(m, w, long_w, LOADS[-1]),
                          min_span_s(sweep["slos"]))
     for a in arms:
-        load = float(a.get("load") or spec.load)
+        load = float(a.get("load") or design_load)
         a["rate_rps"] = round_sig(rate_at_load(m, w, long_w, load))
         a["n_requests"] = requests_at_load(load, n_top)
-    sweep["arms"] = {a["name"]: {"load": float(a.get("load") or spec.load), "rate_rps": a["rate_rps"],
+    sweep["arms"] = {a["name"]: {"load": float(a.get("load") or design_load), "rate_rps": a["rate_rps"],
                                  "n_requests": a["n_requests"]} for a in arms}
     overrides: dict[str, Any] = {"workload": {"rate_rps": rate, "n_requests": n_top},
                                  "dlfp": {"itl_slo_ms": tight["itl_ms"]},
@@ -373,7 +380,7 @@ def refuse(design: Design) -> None:
             "rules, or set design.enforce: false to run it anyway (recorded, and flagged in every table)")
 
 
-def _reweighted(classes: list[Mapping[str, Any]], long_share: float) -> list[dict[str, Any]]:
+def _reweighted(classes: Sequence[Mapping[str, Any]], long_share: float) -> list[dict[str, Any]]:
     """The classes with the long class at ``long_share`` and the others sharing the rest as before."""
     i = long_class_index(classes)
     others = sum(float(c.get("weight", 1.0)) for j, c in enumerate(classes) if j != i)

@@ -7,7 +7,7 @@ docstring there gives the model).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,7 +115,7 @@ def scaled_rates(m: Measured, w: Workload, share: float, decoders: float) -> tup
     return long_rate, short_rate
 
 
-def long_class_index(classes: list[Mapping[str, Any]]) -> int:
+def long_class_index(classes: Sequence[Mapping[str, Any]]) -> int:
     """The long-prompt class: the one with the largest median prompt length."""
     from dlfp.harness.workload import LengthDist
 

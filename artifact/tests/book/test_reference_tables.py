@@ -20,8 +20,11 @@ def test_every_parameter_in_declaration_order_with_its_default_as_json() -> None
     assert row.loc["chunk_init", "allowed"] == "[chunk_min, chunk_max]"
 
 
-def test_every_rule_with_its_default() -> None:
+def test_every_rule_with_its_default_unit_and_allowed_values() -> None:
     table = rules_table()
     assert list(table.rule) == [f.name for f in fields(Rules)]
-    assert all(table.meaning.str.len() > 0)
+    assert all(table.meaning.str.len() > 0) and all(table.unit.str.len() > 0)
+    row = table.set_index("rule")
+    assert json.loads(row.loc["max_load", "default"]) == Rules().max_load and row.loc["max_load", "allowed"] == "(0, 1)"
+    assert row.loc["max_cost_drift", "allowed"] == "(1, 1000000]"
     assert rules_version() == f"design rules version {RULES_VERSION}"

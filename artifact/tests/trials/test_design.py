@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
+from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dlfp.control.fields import declared
 from dlfp.trials.config import parse_config
-from dlfp.trials.design import DesignError, DesignSpec, Rules, derive, refuse
+from dlfp.trials.design import BIG, RULE_DOCS, DesignError, DesignSpec, Rules, derive, refuse
 from dlfp.trials.prediction import (
     Measured,
     Workload,
@@ -101,12 +106,38 @@ def test_preflight_fit_recovers_a_known_engine() -> None:
     assert math.isfinite(m.mixed_step_s(100))
 
 
-def test_every_rule_is_documented_for_the_method_chapter() -> None:
-    from dataclasses import fields
+SHARES = ("stall_share", "min_stall_share", "max_stall_share", "max_load", "realized_min_stall_share")
+ABOVE_ONE = ("target_overheads", "max_cost_drift")
 
-    from dlfp.trials.design import RULE_DOCS
 
-    assert list(RULE_DOCS) == [f.name for f in fields(Rules)]
+@pytest.mark.parametrize("name", [f.name for f in fields(Rules)])
+@settings(max_examples=40, deadline=None)
+@given(value=st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5) | st.booleans() | st.text(max_size=3))
+def test_a_rule_takes_exactly_the_values_its_declaration_allows(name: str, value: Any) -> None:
+    """Shares in (0, 1), the two factors above 1, the rest positive, all finite; the message names the field
+    and its allowed text. ``stall_share`` also lies within [min_stall_share, max_stall_share], else the message
+    names stall_share."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    lo = 1 if name in ABOVE_ONE else 0
+    in_bounds = number and lo < value and (value < 1 if name in SHARES else value <= BIG)
+    shares = {f: getattr(Rules(), f) for f in ("stall_share", "min_stall_share", "max_stall_share")}
+    if name in shares:
+        shares[name] = value
+    ordered = in_bounds and shares["min_stall_share"] <= shares["stall_share"] <= shares["max_stall_share"]
+    try:
+        Rules(**{name: value})
+    except ValueError as exc:
+        assert not ordered, exc
+        named = name if not in_bounds else "stall_share"
+        assert str(exc).startswith(f"config field 'design.{named}' = ") and "is invalid: allowed " in str(exc)
+    else:
+        assert ordered
+
+
+def test_each_rule_declares_its_meaning_unit_and_bounds_once() -> None:
+    allowed = {f.name: rule.allowed for f, rule in declared(Rules)}
+    assert {allowed[n] for n in SHARES} == {"(0, 1)"} and allowed["max_cost_drift"] == "(1, 1000000]"
+    assert {f.name: rule.doc for f, rule in declared(Rules)} == RULE_DOCS and all(RULE_DOCS.values())
 
 
 def test_arms_may_name_values_the_design_derives() -> None:

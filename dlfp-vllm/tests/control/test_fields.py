@@ -24,13 +24,14 @@ class Toy:
     low: int = number(2, "tokens", 1, 100, "an integral number")
     high: int = number(50, "tokens", "low", 100, "bounded below by low")
     share: float = number(0.5, "-", 0, 1, "open below", lo_open=True)
+    fraction: float = number(0.5, "-", 0, 1, "open at both ends", lo_open=True, hi_open=True)
     log: str | None = path("a file")
 
 
 def test_allowed_texts() -> None:
     allowed = {f.name: rule.allowed for f, rule in declared(Toy)}
     assert allowed == {"on": "true or false", "colour": "red or green", "low": "[1, 100]",
-                       "high": "[low, 100]", "share": "(0, 1]", "log": "null or a file path"}
+                       "high": "[low, 100]", "share": "(0, 1]", "fraction": "(0, 1)", "log": "null or a file path"}
     units = {f.name: rule.unit for f, rule in declared(Toy)}
     assert units["low"] == "tokens" and units["on"] == "-" and units["log"] == "path"
 
@@ -51,7 +52,7 @@ def test_the_defaults_pass() -> None:
     ("on", 1), ("on", "true"), ("colour", "blue"), ("colour", 3), ("low", 0), ("low", 101), ("low", 2.5),
     ("low", True), ("low", "3"), ("low", math.nan), ("low", math.inf), ("low", 10**400),
     ("high", 1),  # below low = 2
-    ("share", 0), ("share", 1.0001), ("share", -math.inf), ("log", ""), ("log", 3),
+    ("share", 0), ("share", 1.0001), ("share", -math.inf), ("fraction", 1), ("fraction", 0), ("log", ""), ("log", 3),
 ])
 def test_a_refused_value_is_named_with_its_allowed_text(name: str, value: Any) -> None:
     bad = first_invalid(Toy(**{name: value}))
@@ -61,7 +62,7 @@ def test_a_refused_value_is_named_with_its_allowed_text(name: str, value: Any) -
 
 @pytest.mark.parametrize(("name", "value"), [
     ("on", False), ("colour", "green"), ("low", 1), ("low", 100), ("low", 64.0), ("high", 2), ("share", 1),
-    ("share", 1e-9), ("log", "x.jsonl"), ("log", None),
+    ("fraction", 0.999), ("share", 1e-9), ("log", "x.jsonl"), ("log", None),
 ])
 def test_an_accepted_value_passes(name: str, value: Any) -> None:
     room = {"high": 100} if name == "low" else {}  # high is bounded below by low
@@ -94,5 +95,6 @@ def test_a_field_without_a_rule_is_refused() -> None:
 def test_a_number_passes_exactly_when_it_lies_within_its_bounds(value: float) -> None:
     ok = first_invalid(Toy(share=value)) is None
     assert ok == (0 < value <= 1)
+    assert (first_invalid(Toy(fraction=value)) is None) == (0 < value < 1)
     ok_int = first_invalid(Toy(low=value, high=100)) is None
     assert ok_int == (1 <= value <= 100 and float(value).is_integer())

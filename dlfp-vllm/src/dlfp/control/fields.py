@@ -31,6 +31,7 @@ class Rule:
     """A number field's lower bound: a number, or the name of an earlier field whose value bounds it."""
     hi: float | str | None = None
     lo_open: bool = False
+    hi_open: bool = False
 
     def choices(self) -> Sequence[str]:
         return self.words() if callable(self.words) else self.words
@@ -44,7 +45,8 @@ class Rule:
             return " or ".join(self.choices())
         if self.kind == "path":
             return "null or a file path"
-        return f"{'(' if self.lo_open else '['}{_bound_text(self.lo)}, {_bound_text(self.hi)}]"
+        return (f"{'(' if self.lo_open else '['}{_bound_text(self.lo)}, {_bound_text(self.hi)}"
+                f"{')' if self.hi_open else ']'}")
 
     def accepts(self, value: Any, holder: object) -> bool:
         """Does ``value`` fit, with bounds that name a field read from ``holder``?"""
@@ -59,7 +61,7 @@ class Rule:
         if self.kind == "int" and not (isinstance(value, int) or value.is_integer()):
             return False
         lo, hi = _bound(self.lo, holder), _bound(self.hi, holder)  # NaN and infinities fail here
-        return (lo < value if self.lo_open else lo <= value) and value <= hi
+        return (lo < value if self.lo_open else lo <= value) and (value < hi if self.hi_open else value <= hi)
 
 
 def _bound(bound: float | str | None, holder: object) -> float:
@@ -85,10 +87,11 @@ def word(default: str, words: Sequence[str] | Callable[[], Sequence[str]], doc: 
 
 
 def number(default: float, unit: str, lo: float | str, hi: float | str, doc: str, *,
-           lo_open: bool = False) -> Any:
+           lo_open: bool = False, hi_open: bool = False) -> Any:
     """A bounded number, integral when ``default`` is an int (a float such as 64.0 passes as one)."""
     kind: Literal["int", "float"] = "int" if isinstance(default, int) else "float"
-    return field(default=default, metadata={META: Rule(unit, doc, kind, lo=lo, hi=hi, lo_open=lo_open)})
+    return field(default=default, metadata={META: Rule(unit, doc, kind, lo=lo, hi=hi, lo_open=lo_open,
+                                                       hi_open=hi_open)})
 
 
 def path(doc: str) -> Any:
