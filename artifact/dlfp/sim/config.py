@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from dlfp.control.fields import choice, first_invalid, name, number, switch, word
+from dlfp.control.fields import markdown_table as fields_table
+
 CONFIG_KEY = "dlfp_sim"
 DTYPE_BYTES = (1, 2, 4)
 DEFAULT_ENGINE = "gpu-node"
@@ -26,37 +29,27 @@ class SimConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """Modeled-accelerator settings.
+    """Modeled-accelerator settings, each declared once with its unit, allowed values and meaning
+    (:mod:`dlfp.control.fields`): the check, its message and the reference page's table
+    (:func:`markdown_table`) come from the declarations. A run recorded before ``clock`` existed ran in
+    real time, which stays the default."""
 
-    ``profile``: a shipped profile name or a YAML path. ``async_scheduling``: the engine's
-    async scheduling (GPU vLLM's default, on here too). ``tp``: modeled tensor-parallel
-    size (the engine itself stays one process). ``dtype_bytes``: bytes per weight, KV and
-    activation value (2 for bf16). ``clock``: one of :data:`CLOCKS`; a run recorded before the key
-    existed ran in real time, which stays the default. ``engine``: the engine-core cost profile virtual
-    time charges (a shipped name, :data:`DEFAULT_ENGINE`, or a YAML path); real time runs the engine core
-    for real and refuses another.
-    """
-
-    profile: str = "a100"
-    async_scheduling: bool = True
-    tp: int = 1
-    dtype_bytes: int = 2
-    clock: str = "real"
-    engine: str = DEFAULT_ENGINE
+    profile: str = name("a100", "The cost profile: a shipped name (dlfp/sim/profiles/) or a YAML path: device "
+                                "numbers, or a profile fitted by dlfp calibrate / dlfp sim gpu-calibrate.")
+    async_scheduling: bool = switch(True, "The engine's async scheduling (GPU vLLM's default, on here too).")
+    tp: int = number(1, "GPUs", 1, 64, "Modeled tensor-parallel size (the engine itself stays one process).")
+    dtype_bytes: int = choice(2, DTYPE_BYTES, "bytes", "Bytes per weight, KV and activation value (2 for bf16).")
+    clock: str = word("real", CLOCKS, "real: a started engine sleeps each modeled step; virtual: a discrete-event "
+                                      "clock drives vLLM's engine core in process, nothing sleeps (Virtual time, "
+                                      "below).")
+    engine: str = name(DEFAULT_ENGINE, "What the engine core's host work costs in virtual time: a shipped "
+                                       "engine-core cost profile (dlfp/sim/profiles/engine/) or a YAML path; "
+                                       "another than the default only with clock: virtual.")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.profile, str) or not self.profile:
-            raise _fail("profile", self.profile, "a profile name or a YAML path")
-        if not isinstance(self.async_scheduling, bool):
-            raise _fail("async_scheduling", self.async_scheduling, "true or false")
-        if isinstance(self.tp, bool) or not isinstance(self.tp, int) or self.tp < 1:
-            raise _fail("tp", self.tp, "a positive integer")
-        if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in DTYPE_BYTES:
-            raise _fail("dtype_bytes", self.dtype_bytes, f"one of {list(DTYPE_BYTES)}")
-        if self.clock not in CLOCKS:
-            raise _fail("clock", self.clock, " or ".join(CLOCKS))
-        if not isinstance(self.engine, str) or not self.engine:
-            raise _fail("engine", self.engine, "an engine-core profile name or a YAML path")
+        bad = first_invalid(self)
+        if bad is not None:
+            raise _fail(*bad)
         if self.engine != DEFAULT_ENGINE and not self.virtual:
             raise _fail("engine", self.engine, f"{DEFAULT_ENGINE!r} (unset) with clock 'real', which runs the engine "
                         "core for real: an engine-core profile prices it in virtual time only")
@@ -83,3 +76,9 @@ def parse_sim_config(additional_config: Any) -> SimConfig:
     if unknown:
         raise SimConfigError(f"unknown {CONFIG_KEY} setting(s) {unknown}; known: {sorted(known)}")
     return SimConfig(**raw)
+
+
+def markdown_table() -> str:
+    """The settings as the reference page's Markdown table (``book/reference/modeled.md`` holds exactly this
+    text between its markers; a test compares the two)."""
+    return fields_table(SimConfig, "key")

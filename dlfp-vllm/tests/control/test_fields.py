@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dlfp.control.fields import declared, first_invalid, number, path, switch, word
+from dlfp.control.fields import choice, declared, first_invalid, markdown_table, name, number, path, switch, word
 
 COLOURS = ["red", "green"]
 
@@ -26,12 +26,15 @@ class Toy:
     share: float = number(0.5, "-", 0, 1, "open below", lo_open=True)
     fraction: float = number(0.5, "-", 0, 1, "open at both ends", lo_open=True, hi_open=True)
     log: str | None = path("a file")
+    width: int = choice(2, (1, 2, 4), "bytes", "one of a few integers")
+    profile: str = name("a100", "a shipped name or a path | with a pipe")
 
 
 def test_allowed_texts() -> None:
     allowed = {f.name: rule.allowed for f, rule in declared(Toy)}
     assert allowed == {"on": "true or false", "colour": "red or green", "low": "[1, 100]",
-                       "high": "[low, 100]", "share": "(0, 1]", "fraction": "(0, 1)", "log": "null or a file path"}
+                       "high": "[low, 100]", "share": "(0, 1]", "fraction": "(0, 1)", "log": "null or a file path",
+                       "width": "1, 2 or 4", "profile": "a non-empty name or path"}
     units = {f.name: rule.unit for f, rule in declared(Toy)}
     assert units["low"] == "tokens" and units["on"] == "-" and units["log"] == "path"
 
@@ -53,6 +56,7 @@ def test_the_defaults_pass() -> None:
     ("low", True), ("low", "3"), ("low", math.nan), ("low", math.inf), ("low", 10**400),
     ("high", 1),  # below low = 2
     ("share", 0), ("share", 1.0001), ("share", -math.inf), ("fraction", 1), ("fraction", 0), ("log", ""), ("log", 3),
+    ("width", 3), ("width", True), ("width", "2"), ("width", 2.5), ("profile", ""), ("profile", None), ("profile", 1),
 ])
 def test_a_refused_value_is_named_with_its_allowed_text(name: str, value: Any) -> None:
     bad = first_invalid(Toy(**{name: value}))
@@ -62,7 +66,7 @@ def test_a_refused_value_is_named_with_its_allowed_text(name: str, value: Any) -
 
 @pytest.mark.parametrize(("name", "value"), [
     ("on", False), ("colour", "green"), ("low", 1), ("low", 100), ("low", 64.0), ("high", 2), ("share", 1),
-    ("fraction", 0.999), ("share", 1e-9), ("log", "x.jsonl"), ("log", None),
+    ("fraction", 0.999), ("share", 1e-9), ("log", "x.jsonl"), ("log", None), ("width", 4), ("profile", "x.yaml"),
 ])
 def test_an_accepted_value_passes(name: str, value: Any) -> None:
     room = {"high": 100} if name == "low" else {}  # high is bounded below by low
@@ -98,3 +102,11 @@ def test_a_number_passes_exactly_when_it_lies_within_its_bounds(value: float) ->
     assert (first_invalid(Toy(fraction=value)) is None) == (0 < value < 1)
     ok_int = first_invalid(Toy(low=value, high=100)) is None
     assert ok_int == (1 <= value <= 100 and float(value).is_integer())
+
+
+def test_the_markdown_table_has_a_row_per_field_with_json_defaults_and_escaped_pipes() -> None:
+    rows = markdown_table(Toy, "setting").splitlines()
+    assert rows[0] == "| setting | default | unit | allowed | meaning |"
+    assert [r.split(" | ")[0].strip("| `") for r in rows[2:]] == [f.name for f, _ in declared(Toy)]
+    assert all(r.count(" | ") == 4 for r in rows[2:])  # the pipe in profile's help is escaped
+    assert "| `log` | `null` |" in rows[-3] and '| `profile` | `"a100"` |' in rows[-1]

@@ -2,14 +2,16 @@
 its help, so that the validation, the error message and the reference table are generated from the one
 declaration and cannot drift apart.
 
-The kinds a deployer's configuration needs: a switch, one word of a list, a bounded number (integral or
-not, each bound a number or another field's name, the lower one open or closed) and an optional path.
+The kinds a deployer's configuration needs: a switch, one word of a list, one number of a list, a bounded
+number (integral or not, each bound a number or another field's name, open or closed), a name (any
+non-empty text, such as a shipped name or a path) and an optional path.
 Rules between fields that are not bounds (two settings that exclude each other) stay with the class
 that holds them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal
@@ -24,9 +26,11 @@ class Rule:
 
     unit: str
     doc: str
-    kind: Literal["switch", "word", "int", "float", "path"]
+    kind: Literal["switch", "word", "choice", "int", "float", "name", "path"]
     words: Sequence[str] | Callable[[], Sequence[str]] = ()
     """A ``word`` field's accepted values, or a function read at each check (a table that may grow)."""
+    numbers: Sequence[int] = ()
+    """A ``choice`` field's accepted numbers."""
     lo: float | str | None = None
     """A number field's lower bound: a number, or the name of an earlier field whose value bounds it."""
     hi: float | str | None = None
@@ -43,6 +47,11 @@ class Rule:
             return "true or false"
         if self.kind == "word":
             return " or ".join(self.choices())
+        if self.kind == "choice":
+            *rest, last = map(str, self.numbers)
+            return f"{', '.join(rest)} or {last}" if rest else last
+        if self.kind == "name":
+            return "a non-empty name or path"
         if self.kind == "path":
             return "null or a file path"
         return (f"{'(' if self.lo_open else '['}{_bound_text(self.lo)}, {_bound_text(self.hi)}"
@@ -54,6 +63,10 @@ class Rule:
             return isinstance(value, bool)
         if self.kind == "word":
             return isinstance(value, str) and value in self.choices()
+        if self.kind == "choice":
+            return isinstance(value, int) and not isinstance(value, bool) and value in self.numbers
+        if self.kind == "name":
+            return isinstance(value, str) and bool(value)
         if self.kind == "path":
             return value is None or (isinstance(value, str) and bool(value))
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -86,6 +99,16 @@ def word(default: str, words: Sequence[str] | Callable[[], Sequence[str]], doc: 
     return field(default=default, metadata={META: Rule("-", doc, "word", words=words)})
 
 
+def choice(default: int, numbers: Sequence[int], unit: str, doc: str) -> Any:
+    """A field that takes one of a few integers (bytes per value: 1, 2 or 4)."""
+    return field(default=default, metadata={META: Rule(unit, doc, "choice", numbers=tuple(numbers))})
+
+
+def name(default: str, doc: str) -> Any:
+    """A non-empty text field: a shipped name or a file path, resolved by whoever reads it."""
+    return field(default=default, metadata={META: Rule("-", doc, "name")})
+
+
 def number(default: float, unit: str, lo: float | str, hi: float | str, doc: str, *,
            lo_open: bool = False, hi_open: bool = False) -> Any:
     """A bounded number, integral when ``default`` is an int (a float such as 64.0 passes as one)."""
@@ -106,6 +129,18 @@ def declared(cls: type) -> Iterator[tuple[Field[Any], Rule]]:
         if not isinstance(rule, Rule):
             raise TypeError(f"{cls.__name__}.{f.name} declares no rule (dlfp.control.fields)")
         yield f, rule
+
+
+def markdown_table(cls: type, first: str) -> str:
+    """Every declared field of ``cls`` as a Markdown table (``first`` heads the name column; defaults as JSON, as
+    a config writes them): a page that pastes it is compared with it by a test, so it types no row."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = [f"| {first} | default | unit | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
+    rows += [f"| `{f.name}` | `{json.dumps(f.default)}` | {cell(rule.unit)} | {cell(rule.allowed)} | {cell(rule.doc)} |"
+             for f, rule in declared(cls)]
+    return "\n".join(rows) + "\n"
 
 
 def first_invalid(holder: object) -> tuple[str, Any, str] | None:

@@ -7,12 +7,12 @@ messages, so they cannot drift apart.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from dlfp.control.fields import declared, first_invalid, number, path, switch, word
+from dlfp.control.fields import markdown_table as fields_table
 from dlfp.control.registry import NAMES, REGISTRY
 
 SIGNALS = ("schedule", "completion")
@@ -124,13 +124,7 @@ SPECS: tuple[ParamSpec, ...] = tuple(
 def markdown_table() -> str:
     """:data:`SPECS` as a Markdown table (defaults as JSON, as a config writes them): the plug-in's README
     holds exactly this text, and its tests compare the two."""
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    rows = ["| parameter | default | unit | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
-    rows += [f"| `{s.name}` | `{json.dumps(s.default)}` | {cell(s.unit)} | {cell(s.allowed)} | {cell(s.doc)} |"
-             for s in SPECS]
-    return "\n".join(rows) + "\n"
+    return fields_table(DLFPParams, "parameter")
 
 
 def _validate(p: DLFPParams) -> None:
