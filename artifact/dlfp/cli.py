@@ -182,6 +182,12 @@ def _bench_driver(args: argparse.Namespace) -> int:
     return main(args.rest)
 
 
+def _bench_timed(args: argparse.Namespace) -> int:
+    from dlfp.bench.timed import main
+
+    return main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="dlfp", description="Decode-Latency Feedback Prefill artifact")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -274,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     bvirt = bench_sub.add_parser("virtual", help="virtual against real time on the modeled targets: speed, and "
                                  "P99s and capacity over the same units", add_help=False)
     bvirt.set_defaults(func=_bench_virtual, delegates=True)
+    timed = bench_sub.add_parser("timed", help="a command's duration (in a fresh clone with --fresh-clone), recorded "
+                                 "in data/timings/ where the pages read it", add_help=False)
+    timed.set_defaults(func=_bench_timed, delegates=True)
     return ap
 
 
