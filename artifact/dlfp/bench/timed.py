@@ -128,6 +128,7 @@ def measure(name: str, command: list[str], fresh_clone: bool, out: Path = TIMING
         raise ValueError(f"--name {name!r}: lower-case letters, digits and '-' (it names data/timings/NAME.json)")
     if not command:
         raise ValueError("no command to time: give it after --, e.g. dlfp bench timed --name make-test -- .ci/run")
+    out.mkdir(parents=True, exist_ok=True)  # before the run: a folder that cannot be made loses no measurement
     scratch = Path(tempfile.mkdtemp(prefix=f"dlfp-timed-{name}-", dir=workdir))
     try:
         cwd = _clone(scratch) if fresh_clone else REPO_ROOT

@@ -50,8 +50,8 @@ def test_the_words_name_the_duration_machine_commit_date_and_tests() -> None:
 
 def test_a_command_is_run_and_recorded_with_its_pytest_counts(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     said = "print('5 passed, 1 skipped in 1.25s'); print('3 passed in 0.5s')"
-    rec = measure("toy", [sys.executable, "-c", said], fresh_clone=False, out=tmp_path, allow_dirty=True)
-    assert rec == read_timing("toy", tmp_path) == json.loads((tmp_path / "toy.json").read_text())
+    rec = measure("toy", [sys.executable, "-c", said], fresh_clone=False, out=tmp_path / "new", allow_dirty=True)
+    assert rec == read_timing("toy", tmp_path / "new") == json.loads((tmp_path / "new" / "toy.json").read_text())
     assert rec["returncode"] == 0 and rec["wall_s"] >= 0 and rec["git"]["commit"]
     assert rec["pytest"] == [{"counts": {"passed": 5, "skipped": 1}, "seconds": 1.25},
                              {"counts": {"passed": 3}, "seconds": 0.5}]
