@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, get_args, get_type_hints
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from dlfp.control.fields import first_invalid, mapping, name, number, path, switch, word
+from dlfp.control.fields import markdown_table as fields_table
 from dlfp.control.params import parse_params
 from dlfp.harness import lifeline
 from dlfp.harness.devices import PCI_BUS_ID
@@ -44,55 +46,65 @@ USER_OMP_BIND = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
 """A binding the user set before dlfp was imported wins; ours is recomputed per engine (TP size)."""
 
 
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+"""Model precisions vLLM 0.32 takes for these models (``auto``: the checkpoint's own)."""
+TOKENS = 2**20
+"""The largest token count a setting takes: a finite bound far above any model's context."""
+
+
 @dataclass(frozen=True)
 class EngineSpec:
-    """What engine to start: model, precision, budgets; ``dlfp`` is the plug-in config."""
+    """What engine to start: model, precision, budgets; ``dlfp`` is the plug-in config.
 
-    model: str = "qwen3-tiny"
-    dtype: str = "float32"
-    max_model_len: int = 4096
-    max_num_batched_tokens: int = 4096
-    max_num_seqs: int = 64
-    long_prefill_token_threshold: int = 0
-    """vLLM's per-request prefill cap per step (0: none); a baseline arm sets it."""
-    tensor_parallel_size: int = 1
-    kv_cache_gib: int = 1
-    """KV-cache space of the CPU build (GiB); GPUs size theirs from ``gpu_memory_utilization``."""
-    seed: int = 0
-    gpu_memory_utilization: float = 0.92
-    """Share of each GPU's memory vLLM may take for weights, activations and KV cache (vLLM's
-    default; Qwen3-32B's BF16 weights alone are ~61 GiB of an 80 GB card)."""
-    enforce_eager: bool = False
-    """True: no CUDA graphs (vLLM captures them by default)."""
-    async_scheduling: bool | None = None
-    """None: vLLM's platform default (on for GPUs; the CPU platform forces it off)."""
-    load_format: str = "dummy"
-    """``dummy``: random weights in the model's shape; ``auto``/``safetensors``: the checkpoint's."""
-    tokenizer: str | None = None
-    """None: no tokenizer (token ids in and out); else a directory or hub id, loaded offline."""
-    download_dir: str | None = None
-    """Hugging Face cache holding ``model``/``tokenizer`` given as hub ids (None: HF's default cache)."""
-    dlfp: dict[str, Any] = field(default_factory=dict)
-    sim: dict[str, Any] | None = None
-    """Modeled-accelerator settings (:mod:`dlfp.sim.config`); ``None`` runs the real model."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    Each setting declares its unit, allowed values and meaning once (:mod:`dlfp.control.fields`): the
+    check, its message (naming ``engine.<setting>``) and the reference page's table (:func:`markdown_table`)
+    come from the declarations. What the declarations cannot say (a model that must exist, weights for a
+    real load format, settings the modeled executor does not take) is checked after them."""
 
-    @classmethod
-    def setting_type(cls, name: str) -> type:
-        """The type a config value of setting ``name`` must have: its default's, or for a setting
-        that defaults to None the type its annotation allows besides None."""
-        default = getattr(cls(), name)
-        if default is not None:
-            return type(default)
-        return next(t for t in get_args(get_type_hints(cls)[name]) if t is not type(None))
+    model: str = name("qwen3-tiny", "A shipped model name (dlfp/model_configs/), a checkpoint directory or a "
+                                    "hub id in the cache.")
+    dtype: str = word("float32", DTYPES, "The model's precision (auto: the checkpoint's own).")
+    max_model_len: int = number(4096, "tokens", 1, TOKENS, "Longest prompt plus output a request may have.")
+    max_num_batched_tokens: int = number(4096, "tokens", 1, TOKENS, "vLLM's token budget per step (stock "
+                                                                    "chunked prefill fills it).")
+    max_num_seqs: int = number(64, "requests", 1, "max_num_batched_tokens", "Most requests running at once.")
+    long_prefill_token_threshold: int = number(0, "tokens", 0, TOKENS, "vLLM's per-request prefill cap per "
+                                                                       "step (0: none); a baseline arm sets it.")
+    tensor_parallel_size: int = number(1, "GPUs", 1, 64, "GPUs per engine (TP); on the CPU build, one group of "
+                                                         "cores per rank.")
+    kv_cache_gib: int = number(1, "GiB", 1, 4096, "KV-cache space of the CPU build; GPUs size theirs from "
+                                                  "gpu_memory_utilization.")
+    seed: int = number(0, "-", 0, 2**32 - 1, "vLLM's seed.")
+    gpu_memory_utilization: float = number(0.92, "share", 0, 1, "Share of each GPU's memory vLLM may take for "
+                                           "weights, activations and KV cache (vLLM's default); the GPU configs use "
+                                           "0.9 (Qwen3-32B's BF16 weights alone are ~61 GiB of an 80 GB A100).",
+                                           lo_open=True)
+    enforce_eager: bool = switch(False, "true: no CUDA graphs (vLLM captures them by default).")
+    async_scheduling: bool | None = switch(None, "null: vLLM's platform default, on for GPUs (the plug-in then "
+                                                 "runs as DLFPAsyncScheduler) and forced off by the CPU build (true "
+                                                 "there is refused).", nullable=True)
+    load_format: str = word("dummy", LOAD_FORMATS, "dummy: random weights in the model's shape; auto or "
+                                                   "safetensors: the checkpoint's.")
+    tokenizer: str | None = name(None, "null: no tokenizer, token ids in and out; a directory or hub id: loaded "
+                                       "offline (vLLM then also detokenizes).", nullable=True)
+    download_dir: str | None = path("Hugging Face cache holding model or tokenizer given as hub ids (null: "
+                                    "HF's default cache).")
+    dlfp: dict[str, Any] = mapping("Not a key of a config's engine mapping: the runner fills it per arm with the "
+                                   "plug-in's parameters (the config's and the arm's dlfp, enabled, step_log).")
+    sim: dict[str, Any] | None = mapping("Modeled-accelerator settings (the modeled executor's table); null "
+                                         "runs the real model.", nullable=True)
+    extra: dict[str, Any] = mapping("Further vLLM engine arguments by name, recorded in the manifest.")
 
     def __post_init__(self) -> None:
         """Refuse what vLLM would only refuse after minutes of start-up, naming the field."""
-        u = self.gpu_memory_utilization
-        if isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u <= 1:
-            raise _invalid("gpu_memory_utilization", u, "a share in (0, 1]")
-        if self.load_format not in LOAD_FORMATS:
-            raise _invalid("load_format", self.load_format, f"one of {list(LOAD_FORMATS)}")
+        bad = first_invalid(self)
+        if bad is not None:
+            raise _invalid(*bad)
+        if not all(k.isidentifier() for k in self.extra):
+            raise _invalid("extra", self.extra, "a mapping of vLLM engine argument names (identifiers) to values")
+        if not _finite(self.extra):
+            raise _invalid("extra", self.extra, "values without NaN or infinity (the manifest must read back "
+                                                "the same run)")
         if self.sim is not None and (self.load_format != "dummy" or self.async_scheduling is not None):
             raise _invalid("load_format" if self.load_format != "dummy" else "async_scheduling",
                            self.load_format if self.load_format != "dummy" else self.async_scheduling,
@@ -100,7 +112,7 @@ class EngineSpec:
                            "engine.sim.async_scheduling says")
         try:
             path = model_path(self.model, self.download_dir)
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:  # OSError: a name too long for a path
             raise _invalid("model", self.model, str(exc).split(": ", 1)[-1]) from None
         if self.load_format != "dummy" and not weight_files(path):
             raise _invalid("load_format", self.load_format,
@@ -111,7 +123,6 @@ class EngineSpec:
                 model_path(self.tokenizer, self.download_dir, need="tokenizer_config.json")
             except ValueError as exc:
                 raise _invalid("tokenizer", self.tokenizer, str(exc).split(": ", 1)[-1]) from None
-
 
     @property
     def virtual(self) -> bool:
@@ -125,6 +136,24 @@ class EngineSpec:
 
 def _invalid(name: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"config field 'engine.{name}' = {value!r} is invalid: allowed {allowed}")
+
+
+def _finite(value: Any) -> bool:
+    """Does ``value`` hold only finite numbers? NaN breaks the manifest's round trip (NaN != NaN),
+    and neither NaN nor infinity is JSON."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Mapping):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    return True
+
+
+def markdown_table() -> str:
+    """The settings as the trial-config reference's Markdown table (``book/reference/trials.md`` holds exactly
+    this text between its markers; a test compares the two)."""
+    return fields_table(EngineSpec, "key")
 
 
 def omp_bind(cores: int, tensor_parallel_size: int) -> str:

@@ -31,7 +31,6 @@ core more so than on two (the design refuses such a workload and says why).
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -41,14 +40,11 @@ import yaml
 from dlfp.control.params import DLFPConfigError, parse_params
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.workload import PAPER_MIX_CLASSES, WorkloadSpec
-from dlfp.paths import model_path
 from dlfp.trials.arms import ArmSpec, arm_engine, parse_arms
 from dlfp.trials.arms import config_error as _fail
 from dlfp.trials.design import DesignSpec
 from dlfp.trials.schema import Manifest
 
-DTYPES = ("float32", "bfloat16", "float16", "auto")
-"""Model precisions vLLM 0.32 takes for these models (``auto``: the checkpoint's own)."""
 DEFAULT_ARMS: list[dict[str, Any]] = [{"name": "stock"}, {"name": "dlfp", "dlfp": {}}]
 TRIAL_DLFP: dict[str, Any] = {"saturation_guard": False}
 """What a trial's arms run with unless the config's ``dlfp`` or the arm's says otherwise: the paper's law as
@@ -172,18 +168,6 @@ def _number(raw: Mapping[str, Any], key: str, where: str, lo: float, hi: float) 
     return float(value)
 
 
-def _finite(value: Any) -> bool:
-    """Does ``value`` hold only finite numbers? NaN breaks the manifest's round trip (NaN != NaN),
-    and neither NaN nor infinity is JSON."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, Mapping):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return all(_finite(v) for v in value)
-    return True
-
-
 def _engine(raw: Any) -> EngineSpec:
     if not isinstance(raw, Mapping):
         raise _fail("engine", raw, "a mapping of engine settings")
@@ -191,38 +175,7 @@ def _engine(raw: Any) -> EngineSpec:
     unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ValueError(f"unknown engine setting(s) {unknown}; known: {sorted(known)}")
-    defaults = EngineSpec()
-    if "dtype" in raw and raw["dtype"] not in DTYPES:
-        raise _fail("engine.dtype", raw["dtype"], f"one of {list(DTYPES)}")
-    for key, value in raw.items():
-        if key == "sim":
-            if value is not None and not isinstance(value, Mapping):
-                raise _fail("engine.sim", value, "null or a mapping of modeled-accelerator settings")
-            continue
-        if value is None and getattr(defaults, key) is None:
-            continue  # a setting that defaults to null (engine.async_scheduling, engine.tokenizer ...)
-        want = EngineSpec.setting_type(key)
-        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
-        lowest = 0 if key in ("seed", "long_prefill_token_threshold") else 1
-        if want is int and ok and value < lowest:
-            ok = False
-        if not ok:
-            raise _fail(f"engine.{key}", value, f"a {want.__name__}" + (f" >= {lowest}" if want is int else ""))
-        if key == "extra":  # vLLM keyword arguments, recorded in the manifest's JSON
-            if not all(isinstance(k, str) and k.isidentifier() for k in value):
-                raise _fail("engine.extra", value, "a mapping of vLLM engine argument names (identifiers) to values")
-            if not _finite(value):
-                raise _fail("engine.extra", value, "values without NaN or infinity (the manifest must read back "
-                                                   "the same run)")
-    if "model" in raw:
-        try:
-            model_path(raw["model"], raw.get("download_dir"))
-        except (ValueError, OSError) as exc:  # OSError: a name too long for a path
-            raise _fail("engine.model", raw["model"], str(exc).split(": ", 1)[-1]) from None
-    spec = EngineSpec(**raw)
-    if spec.max_num_seqs > spec.max_num_batched_tokens:  # vLLM's SchedulerConfig refuses it at engine start
-        raise _fail("engine.max_num_seqs", spec.max_num_seqs,
-                    f"at most max_num_batched_tokens ({spec.max_num_batched_tokens})")
+    spec = EngineSpec(**raw)  # each setting checked against its declaration (dlfp.harness.engine)
     if spec.sim is not None:
         from dlfp.sim.config import CONFIG_KEY, SimConfigError, parse_sim_config
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dlfp.control.fields import declared
 from dlfp.harness import engine as engine_module
 from dlfp.harness.engine import (
     MODELED,
@@ -25,6 +27,7 @@ from dlfp.harness.engine import (
     cpu_environment,
     engine_kwargs,
     executor_backend,
+    markdown_table,
     memory_shortfall,
     omp_bind,
     start_engine,
@@ -47,21 +50,28 @@ def test_new_settings_parse_with_their_defaults() -> None:
     assert spec.gpu_memory_utilization == 0.85 and spec.enforce_eager and spec.async_scheduling is False
 
 
-def test_setting_types_come_from_defaults_and_annotations() -> None:
-    assert EngineSpec.setting_type("gpu_memory_utilization") is float
-    assert EngineSpec.setting_type("async_scheduling") is bool  # defaults to None: its annotation
-    assert EngineSpec.setting_type("tokenizer") is str
-    assert EngineSpec.setting_type("max_model_len") is int
+def test_every_setting_declares_its_rule_and_the_table_lists_each_once() -> None:
+    """The check, the message and the reference table come from one declaration per setting."""
+    rules = {f.name: rule for f, rule in declared(EngineSpec)}
+    assert list(rules) == [f.name for f in fields(EngineSpec)]
+    assert rules["max_num_seqs"].allowed == "[1, max_num_batched_tokens]"
+    assert rules["async_scheduling"].allowed == "null or true or false" and rules["sim"].allowed == "null or a mapping"
+    rows = markdown_table().splitlines()[2:]
+    assert [r.split(" | ")[0].strip("| `") for r in rows] == list(rules) and all(r.count(" | ") == 4 for r in rows)
+    assert "| `extra` | `{}` |" in rows[-1]
 
 
 @pytest.mark.parametrize(("settings", "field", "allowed"), [
     ({"gpu_memory_utilization": 1.5}, "engine.gpu_memory_utilization", r"\(0, 1\]"),
     ({"gpu_memory_utilization": 0.0}, "engine.gpu_memory_utilization", r"\(0, 1\]"),
-    ({"gpu_memory_utilization": "0.9"}, "engine.gpu_memory_utilization", "a float"),
-    ({"enforce_eager": "yes"}, "engine.enforce_eager", "a bool"),
-    ({"async_scheduling": 1}, "engine.async_scheduling", "a bool"),
-    ({"tokenizer": 7}, "engine.tokenizer", "a str"),
-    ({"download_dir": ["x"]}, "engine.download_dir", "a str"),
+    ({"gpu_memory_utilization": "0.9"}, "engine.gpu_memory_utilization", r"\(0, 1\]"),
+    ({"enforce_eager": "yes"}, "engine.enforce_eager", "true or false"),
+    ({"async_scheduling": 1}, "engine.async_scheduling", "null or true or false"),
+    ({"tokenizer": 7}, "engine.tokenizer", "null or a non-empty name or path"),
+    ({"download_dir": ["x"]}, "engine.download_dir", "null or a file path"),
+    ({"max_num_seqs": 0}, "engine.max_num_seqs", r"\[1, max_num_batched_tokens = 4096\]"),
+    ({"seed": -1}, "engine.seed", r"\[0, 4294967295\]"),
+    ({"dtype": "int4"}, "engine.dtype", "float32 or bfloat16 or float16 or auto"),
     ({"load_format": "pt"}, "engine.load_format", "dummy"),
     ({"load_format": "auto"}, "engine.load_format", "holds no weight files"),
     ({"model": "Org/Missing"}, "engine.model", "trials never download"),

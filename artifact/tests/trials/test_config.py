@@ -115,8 +115,12 @@ def test_seeds_default_to_the_trial_indices_or_are_taken_as_given() -> None:
     ({"dlfp": {"gian": 1}}, "config field 'dlfp': unknown dlfp parameter(s) ['gian']"),
     ({"engine": {"dtype": "int4"}}, "config field 'engine.dtype' = 'int4' is invalid"),
     ({"engine": {"max_num_seqs": True}}, "config field 'engine.max_num_seqs' = True is invalid"),
-    ({"engine": {"max_num_seqs": 5000}}, "'engine.max_num_seqs' = 5000 is invalid: allowed at most "
-                                         "max_num_batched_tokens (4096)"),
+    ({"engine": {"max_num_seqs": 5000}}, "'engine.max_num_seqs' = 5000 is invalid: allowed [1, "
+                                         "max_num_batched_tokens = 4096]"),
+    ({"engine": {"max_model_len": 2**21}}, "'engine.max_model_len' = 2097152 is invalid: allowed [1, 1048576]"),
+    ({"engine": {"async_scheduling": "yes"}}, "'engine.async_scheduling' = 'yes' is invalid: allowed null or true "
+                                              "or false"),
+    ({"engine": {"extra": {1: 2}}}, "'engine.extra' = {1: 2} is invalid: allowed a mapping"),
     ({"engine": {"extra": {"x": float("nan")}}}, "config field 'engine.extra'"),
     ({"design": {"kind": "adaptive"}}, "config field 'design.kind' = 'adaptive' is invalid"),
     ({"design": {"stall_shares": 0.1}}, "unknown design setting(s) ['stall_shares']"),

@@ -12,7 +12,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dlfp.control.fields import choice, declared, first_invalid, markdown_table, name, number, path, switch, word
+from dlfp.control.fields import (
+    choice,
+    declared,
+    first_invalid,
+    mapping,
+    markdown_table,
+    name,
+    number,
+    path,
+    switch,
+    word,
+)
 
 COLOURS = ["red", "green"]
 
@@ -61,7 +72,8 @@ def test_the_defaults_pass() -> None:
 def test_a_refused_value_is_named_with_its_allowed_text(name: str, value: Any) -> None:
     bad = first_invalid(Toy(**{name: value}))
     assert bad is not None
-    assert bad[0] == name and bad[1] is value and bad[2] == next(r.allowed for f, r in declared(Toy) if f.name == name)
+    allowed = next(r.allowed for f, r in declared(Toy) if f.name == name)
+    assert bad[0] == name and bad[1] is value and bad[2] == allowed.replace("low", "low = 2")
 
 
 @pytest.mark.parametrize(("name", "value"), [
@@ -110,3 +122,28 @@ def test_the_markdown_table_has_a_row_per_field_with_json_defaults_and_escaped_p
     assert [r.split(" | ")[0].strip("| `") for r in rows[2:]] == [f.name for f, _ in declared(Toy)]
     assert all(r.count(" | ") == 4 for r in rows[2:])  # the pipe in profile's help is escaped
     assert "| `log` | `null` |" in rows[-3] and '| `profile` | `"a100"` |' in rows[-1]
+
+
+@dataclass(frozen=True)
+class Optional:
+    eager: bool | None = switch(None, "null: the platform decides", nullable=True)
+    tokenizer: str | None = name(None, "null: none", nullable=True)
+    extra: dict[str, Any] = mapping("more arguments")
+    sim: dict[str, Any] | None = mapping("null: real", nullable=True)
+
+
+def test_null_passes_where_declared_and_mappings_need_text_keys() -> None:
+    allowed = {f.name: rule.allowed for f, rule in declared(Optional)}
+    assert allowed == {"eager": "null or true or false", "tokenizer": "null or a non-empty name or path",
+                       "extra": "a mapping", "sim": "null or a mapping"}
+    assert first_invalid(Optional()) is None and Optional().extra == {} and Optional().extra is not Optional().extra
+    assert first_invalid(Optional(eager=False, tokenizer="t", extra={"a": 1}, sim={})) is None
+    for bad in ({"eager": 0}, {"tokenizer": ""}, {"extra": None}, {"extra": {1: 2}}, {"sim": []}):
+        assert first_invalid(Optional(**bad))[0] == next(iter(bad))  # type: ignore[index]
+
+
+def test_a_bound_that_names_a_field_is_said_with_its_value() -> None:
+    assert first_invalid(Toy(low=50, high=20)) == ("high", 20, "[low = 50, 100]")
+    assert markdown_table(Optional, "key").splitlines()[-2:] == [
+        "| `extra` | `{}` | - | a mapping | more arguments |",
+        "| `sim` | `null` | - | null or a mapping | null: real |"]

@@ -113,7 +113,7 @@ def test_defaults_match_spec_table() -> None:
         ({"gain": 3}, "(0, 2]"),
         ({"chunk_min": 0}, "'chunk_min' = 0"),
         ({"chunk_min": 64, "chunk_max": 32}, "'chunk_max' = 32"),
-        ({"chunk_init": 4096}, "[chunk_min, chunk_max]"),
+        ({"chunk_init": 4096}, "[chunk_min = 32, chunk_max = 2048]"),
         ({"chunk_min": 1.5}, "'chunk_min' = 1.5"),
         ({"signal": "gpu"}, "schedule or completion"),
         ({"enabled": "yes"}, "'enabled'"),

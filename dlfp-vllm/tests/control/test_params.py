@@ -140,9 +140,10 @@ def test_documented_bounds_are_the_enforced_bounds(key: str) -> None:
 
 def test_chunk_bounds_depend_on_each_other() -> None:
     assert parse_params({"chunk_min": 64, "chunk_max": 64, "chunk_init": 64}).chunk_init == 64
-    with pytest.raises(DLFPConfigError, match=r"'chunk_max' = 16 is invalid: allowed \[chunk_min, 1048576\]"):
+    with pytest.raises(DLFPConfigError, match=r"'chunk_max' = 16 is invalid: allowed \[chunk_min = 32, 1048576\]"):
         parse_params({"chunk_min": 32, "chunk_max": 16})
-    with pytest.raises(DLFPConfigError, match=r"'chunk_init' = 4096 is invalid: allowed \[chunk_min, chunk_max\]"):
+    with pytest.raises(DLFPConfigError,
+                       match=r"'chunk_init' = 4096 is invalid: allowed \[chunk_min = 32, chunk_max = 2048\]"):
         parse_params({"chunk_init": 4096})  # above the default chunk_max 2048
     with pytest.raises(DLFPConfigError, match=r"'chunk_init' = 16 is invalid"):
         parse_params({"chunk_init": 16})  # below the default chunk_min 32

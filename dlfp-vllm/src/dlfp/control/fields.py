@@ -4,7 +4,9 @@ declaration and cannot drift apart.
 
 The kinds a deployer's configuration needs: a switch, one word of a list, one number of a list, a bounded
 number (integral or not, each bound a number or another field's name, open or closed), a name (any
-non-empty text, such as a shipped name or a path) and an optional path.
+non-empty text, such as a shipped name or a path), an optional path and a mapping whose entries another
+declaration checks. A switch, a name or a mapping may also take null (``nullable``: "unset, the default
+decides").
 Rules between fields that are not bounds (two settings that exclude each other) stay with the class
 that holds them.
 """
@@ -12,8 +14,8 @@ that holds them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import Field, dataclass, field, fields
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal
 
 META = "config"
@@ -26,7 +28,7 @@ class Rule:
 
     unit: str
     doc: str
-    kind: Literal["switch", "word", "choice", "int", "float", "name", "path"]
+    kind: Literal["switch", "word", "choice", "int", "float", "name", "path", "mapping"]
     words: Sequence[str] | Callable[[], Sequence[str]] = ()
     """A ``word`` field's accepted values, or a function read at each check (a table that may grow)."""
     numbers: Sequence[int] = ()
@@ -36,6 +38,8 @@ class Rule:
     hi: float | str | None = None
     lo_open: bool = False
     hi_open: bool = False
+    nullable: bool = False
+    """Does null (None) pass as well?"""
 
     def choices(self) -> Sequence[str]:
         return self.words() if callable(self.words) else self.words
@@ -43,6 +47,24 @@ class Rule:
     @property
     def allowed(self) -> str:
         """The accepted values as the reference table and the error message say them."""
+        return f"null or {self._allowed}" if self.nullable else self._allowed
+
+    def allowed_in(self, holder: object) -> str:
+        """:attr:`allowed` with each bound that names a field followed by that field's value in ``holder``,
+        as an error message says it: "[1, max_num_batched_tokens = 4096]"."""
+        if self.kind not in ("int", "float") or not any(isinstance(b, str) for b in (self.lo, self.hi)):
+            return self.allowed
+
+        def text(bound: float | str | None) -> str:
+            return f"{bound} = {getattr(holder, bound)!r}" if isinstance(bound, str) else _bound_text(bound)
+
+        lo, hi = ("(" if self.lo_open else "["), (")" if self.hi_open else "]")
+        return ("null or " if self.nullable else "") + f"{lo}{text(self.lo)}, {text(self.hi)}{hi}"
+
+    @property
+    def _allowed(self) -> str:
+        if self.kind == "mapping":
+            return "a mapping"
         if self.kind == "switch":
             return "true or false"
         if self.kind == "word":
@@ -59,6 +81,10 @@ class Rule:
 
     def accepts(self, value: Any, holder: object) -> bool:
         """Does ``value`` fit, with bounds that name a field read from ``holder``?"""
+        if value is None and self.nullable:
+            return True
+        if self.kind == "mapping":
+            return isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
         if self.kind == "switch":
             return isinstance(value, bool)
         if self.kind == "word":
@@ -89,9 +115,9 @@ def _bound_text(bound: float | str | None) -> str:
     return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
 
 
-def switch(default: bool, doc: str) -> Any:
-    """A true-or-false field."""
-    return field(default=default, metadata={META: Rule("-", doc, "switch")})
+def switch(default: bool | None, doc: str, *, nullable: bool = False) -> Any:
+    """A true-or-false field (``nullable``: or null)."""
+    return field(default=default, metadata={META: Rule("-", doc, "switch", nullable=nullable)})
 
 
 def word(default: str, words: Sequence[str] | Callable[[], Sequence[str]], doc: str) -> Any:
@@ -104,9 +130,18 @@ def choice(default: int, numbers: Sequence[int], unit: str, doc: str) -> Any:
     return field(default=default, metadata={META: Rule(unit, doc, "choice", numbers=tuple(numbers))})
 
 
-def name(default: str, doc: str) -> Any:
-    """A non-empty text field: a shipped name or a file path, resolved by whoever reads it."""
-    return field(default=default, metadata={META: Rule("-", doc, "name")})
+def name(default: str | None, doc: str, *, nullable: bool = False) -> Any:
+    """A non-empty text field: a shipped name or a file path, resolved by whoever reads it (``nullable``: or
+    null)."""
+    return field(default=default, metadata={META: Rule("-", doc, "name", nullable=nullable)})
+
+
+def mapping(doc: str, *, nullable: bool = False) -> Any:
+    """A mapping with text keys, empty by default (null where ``nullable``); what its entries may be is
+    another declaration's to check."""
+    rule = Rule("-", doc, "mapping", nullable=nullable)
+    return field(default=None, metadata={META: rule}) if nullable else field(default_factory=dict,
+                                                                             metadata={META: rule})
 
 
 def number(default: float, unit: str, lo: float | str, hi: float | str, doc: str, *,
@@ -131,6 +166,11 @@ def declared(cls: type) -> Iterator[tuple[Field[Any], Rule]]:
         yield f, rule
 
 
+def default(f: Field[Any]) -> Any:
+    """A field's default, made by its factory where it has one (a mapping's ``{}``)."""
+    return f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
+
+
 def markdown_table(cls: type, first: str) -> str:
     """Every declared field of ``cls`` as a Markdown table (``first`` heads the name column; defaults as JSON, as
     a config writes them): a page that pastes it is compared with it by a test, so it types no row."""
@@ -138,15 +178,16 @@ def markdown_table(cls: type, first: str) -> str:
         return text.replace("|", "\\|")
 
     rows = [f"| {first} | default | unit | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
-    rows += [f"| `{f.name}` | `{json.dumps(f.default)}` | {cell(rule.unit)} | {cell(rule.allowed)} | {cell(rule.doc)} |"
-             for f, rule in declared(cls)]
+    rows += [f"| `{f.name}` | `{json.dumps(default(f))}` | {cell(rule.unit)} | {cell(rule.allowed)} | "
+             f"{cell(rule.doc)} |" for f, rule in declared(cls)]
     return "\n".join(rows) + "\n"
 
 
 def first_invalid(holder: object) -> tuple[str, Any, str] | None:
-    """The first field of a dataclass instance whose value its rule refuses, as (name, value, allowed)."""
+    """The first field of a dataclass instance whose value its rule refuses, as (name, value, allowed), the
+    allowed values with the values of the fields its bounds name."""
     for f, rule in declared(type(holder)):
         value = getattr(holder, f.name)
         if not rule.accepts(value, holder):
-            return f.name, value, rule.allowed
+            return f.name, value, rule.allowed_in(holder)
     return None
