@@ -37,6 +37,8 @@ from typing import Any
 
 import yaml
 
+from dlfp.control.fields import first_invalid, name, number, settle, switch
+from dlfp.control.fields import markdown_table as fields_table
 from dlfp.control.params import DLFPConfigError, parse_params
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.workload import PAPER_MIX_CLASSES, WorkloadSpec
@@ -74,6 +76,57 @@ CPU_DEFAULT: dict[str, Any] = {
     "warmup_requests": 16,
     "token_ids": True,
 }
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A config's top-level settings besides its mappings (engine, dlfp, arms, design, workload, slo) and
+    ``seeds``, each declared once with its unit, allowed values and meaning (:mod:`dlfp.control.fields`):
+    the check, its message and the reference page's table (:func:`settings_table`) come from them."""
+
+    name: str = name("cpu-default", "The run's name, in its manifest and tables.")
+    trials: int = number(3, "trials", 1, 1000, "Paired trials, each a seed (seeds) and every arm on it.")
+    reuse_engine: bool = switch(False, "true: consecutive units of one engine configuration replay on one engine, "
+                                       "reset between them (dlfp.harness.arm.run_arms).")
+    warmup_requests: int = number(16, "requests", 0, 10_000, "Requests every engine replays, discarded, before its "
+                                  "first measured workload: the first of that workload's, at its rate, so prefill, "
+                                  "decode and mixed steps have all run once (a cold engine's first requests pay "
+                                  "one-time costs).")
+    token_ids: bool = switch(True, "Keep every output token's id in tokens.parquet (each request's output digest "
+                                   "is kept either way); a sweep of many units drops them.")
+    telemetry_interval_s: float = number(0.5, "s", 0, 60, "How often the machine's CPU and GPUs are sampled "
+                                                          "during a unit.", lo_open=True)
+
+    def __post_init__(self) -> None:
+        bad = first_invalid(self)
+        if bad is not None:
+            raise _fail(*bad)
+        settle(self)
+
+
+@dataclass(frozen=True)
+class SLOs:
+    """The config's ``slo`` mapping: the two latency SLOs every table judges attainment by."""
+
+    ttft_ms: float = number(5000.0, "ms", 0, 3.6e6, "P99 time-to-first-token SLO (scaled designs set it from "
+                                                    "the pre-flight).", lo_open=True)
+    tpot_ms: float = number(100.0, "ms", 0, 3.6e6, "Per-output-token latency SLO, the inter-token one (scaled "
+                                                   "designs set it from the pre-flight).", lo_open=True)
+
+    def __post_init__(self) -> None:
+        bad = first_invalid(self)
+        if bad is not None:
+            raise _fail(f"slo.{bad[0]}", *bad[1:])
+
+
+def settings_table() -> str:
+    """:class:`RunSettings` as the trial reference's Markdown table (``book/reference/trials.md`` holds it)."""
+    return fields_table(RunSettings, "key")
+
+
+def slo_table() -> str:
+    """:class:`SLOs` as the trial reference's Markdown table of the ``slo`` mapping."""
+    return fields_table(SLOs, "key")
 
 
 @dataclass(frozen=True)
@@ -161,13 +214,6 @@ class TrialConfig:
         return parse_config(merge(self.raw, overrides))
 
 
-def _number(raw: Mapping[str, Any], key: str, where: str, lo: float, hi: float) -> float:
-    value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo < value <= hi:
-        raise _fail(f"{where}.{key}" if where else key, value, f"a number in ({lo}, {hi}]")
-    return float(value)
-
-
 def _engine(raw: Any) -> EngineSpec:
     if not isinstance(raw, Mapping):
         raise _fail("engine", raw, "a mapping of engine settings")
@@ -206,9 +252,8 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = copy.deepcopy(value)
-    trials = merged["trials"]
-    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= 1000:
-        raise _fail("trials", trials, "an integer in [1, 1000]")
+    run = RunSettings(**{f.name: merged[f.name] for f in fields(RunSettings)})
+    trials = run.trials
     seeds = merged["seeds"]
     if seeds is None:
         seeds = list(range(trials))
@@ -237,12 +282,6 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
     if loaded and design.kind != "capacity":
         raise _fail(f"arms[{loaded[0]}].load", arms[loaded[0]].load, "unset: an arm's load belongs to a capacity "
                     "design (design.kind: capacity), which turns it into the arm's rate")
-    for key in ("reuse_engine", "token_ids"):
-        if not isinstance(merged[key], bool):
-            raise _fail(key, merged[key], "true or false")
-    warmup = merged["warmup_requests"]
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= 10_000:
-        raise _fail("warmup_requests", warmup, "an integer in [0, 10000]")
     workload = dict(merged["workload"])
     if "seed" in workload:
         raise _fail("workload.seed", workload["seed"], "unset: trial seeds come from 'seeds'")
@@ -264,20 +303,15 @@ def parse_config(raw: Mapping[str, Any]) -> TrialConfig:
                         f"more than {field} = {limit}")
     if engine.virtual:
         _check_virtual(merged)
-    slo = merged["slo"]
-    unknown = sorted(set(slo) - {"ttft_ms", "tpot_ms"}, key=str)
+    unknown = sorted(set(merged["slo"]) - {f.name for f in fields(SLOs)}, key=str)
     if unknown:
-        raise ValueError(f"unknown slo field(s) {unknown}; known: ['tpot_ms', 'ttft_ms']")
-    name = merged["name"]
-    if not isinstance(name, str) or not name:
-        raise _fail("name", name, "a non-empty string")
+        raise ValueError(f"unknown slo field(s) {unknown}; known: {sorted(f.name for f in fields(SLOs))}")
+    slo = SLOs(**merged["slo"])
     return TrialConfig(
-        name=name, seeds=tuple(seeds), engine=engine, dlfp=dict(merged["dlfp"]), arms=arms, design=design,
-        workload=workload,
-        ttft_slo_s=_number(slo, "ttft_ms", "slo", 0, 3.6e6) / 1000.0,
-        tpot_slo_s=_number(slo, "tpot_ms", "slo", 0, 3.6e6) / 1000.0,
-        telemetry_interval_s=_number(merged, "telemetry_interval_s", "", 0, 60),
-        raw=merged, reuse_engine=merged["reuse_engine"], warmup_requests=warmup, token_ids=merged["token_ids"],
+        name=run.name, seeds=tuple(seeds), engine=engine, dlfp=dict(merged["dlfp"]), arms=arms, design=design,
+        workload=workload, ttft_slo_s=float(slo.ttft_ms) / 1000.0, tpot_slo_s=float(slo.tpot_ms) / 1000.0,
+        telemetry_interval_s=float(run.telemetry_interval_s), raw=merged, reuse_engine=run.reuse_engine,
+        warmup_requests=run.warmup_requests, token_ids=run.token_ids,
     )
 
 

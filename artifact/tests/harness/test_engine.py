@@ -67,7 +67,7 @@ def test_every_setting_declares_its_rule_and_the_table_lists_each_once() -> None
     ({"gpu_memory_utilization": "0.9"}, "engine.gpu_memory_utilization", r"\(0, 1\]"),
     ({"enforce_eager": "yes"}, "engine.enforce_eager", "true or false"),
     ({"async_scheduling": 1}, "engine.async_scheduling", "null or true or false"),
-    ({"tokenizer": 7}, "engine.tokenizer", "null or a non-empty name or path"),
+    ({"tokenizer": 7}, "engine.tokenizer", "null or a non-empty text"),
     ({"download_dir": ["x"]}, "engine.download_dir", "null or a file path"),
     ({"max_num_seqs": 0}, "engine.max_num_seqs", r"\[1, max_num_batched_tokens = 4096\]"),
     ({"seed": -1}, "engine.seed", r"\[0, 4294967295\]"),

@@ -105,8 +105,8 @@ def test_seeds_default_to_the_trial_indices_or_are_taken_as_given() -> None:
 
 @pytest.mark.parametrize(("raw", "message"), [
     ([1], "a trial config must be a mapping, got list"),
-    ({"name": ""}, "config field 'name' = '' is invalid: allowed a non-empty string"),
-    ({"telemetry_interval_s": 0}, "config field 'telemetry_interval_s' = 0 is invalid: allowed a number in (0, 60]"),
+    ({"name": ""}, "config field 'name' = '' is invalid: allowed a non-empty text"),
+    ({"telemetry_interval_s": 0}, "config field 'telemetry_interval_s' = 0 is invalid: allowed (0, 60]"),
     ({"telemetry_interval_s": True}, "config field 'telemetry_interval_s' = True is invalid"),
     ({"slo": {"ttft_ms": 10, "itl_ms": 5}}, "unknown slo field(s) ['itl_ms']; known: ['tpot_ms', 'ttft_ms']"),
     ({"slo": {"tpot_ms": "50"}}, "config field 'slo.tpot_ms' = '50' is invalid"),
@@ -124,8 +124,8 @@ def test_seeds_default_to_the_trial_indices_or_are_taken_as_given() -> None:
     ({"engine": {"extra": {"x": float("nan")}}}, "config field 'engine.extra'"),
     ({"design": {"kind": "adaptive"}}, "config field 'design.kind' = 'adaptive' is invalid"),
     ({"design": {"stall_shares": 0.1}}, "unknown design setting(s) ['stall_shares']"),
-    ({"warmup_requests": -1}, "config field 'warmup_requests' = -1 is invalid: allowed an integer in [0, 10000]"),
-    ({"warmup_requests": 2.0}, "config field 'warmup_requests' = 2.0 is invalid"),
+    ({"warmup_requests": -1}, "config field 'warmup_requests' = -1 is invalid: allowed [0, 10000]"),
+    ({"warmup_requests": 2.5}, "config field 'warmup_requests' = 2.5 is invalid: allowed [0, 10000]"),
     ({"warmup_requests": True}, "config field 'warmup_requests' = True is invalid"),
     ({"token_ids": "no"}, "config field 'token_ids' = 'no' is invalid: allowed true or false"),
     ({"reuse_engine": 1}, "config field 'reuse_engine' = 1 is invalid: allowed true or false"),
@@ -347,3 +347,11 @@ def test_an_arm_may_turn_control_off_and_keep_its_other_parameters() -> None:
     assert cfg.engine_for("cadence-4-cap").dlfp["prefill_every"] == 4
     assert cfg.engine_for("dlfp").dlfp == {"saturation_guard": False, "gain": 1.0, "enabled": True}
     assert cfg.engine_for("stock").dlfp == {"saturation_guard": False, "gain": 1.0, "enabled": False}
+
+
+def test_an_integral_float_passes_as_the_integer_it_means() -> None:
+    """A config may write 2.0 where a count is meant (YAML, JSON from another tool): it is checked as a number and
+    counted with as an int, so a trial, an engine argument or a modeled TP never receives a float."""
+    cfg = parse_config({"trials": 2.0, "warmup_requests": 4.0, "engine": {"max_num_seqs": 32.0, "sim": {"tp": 1.0}}})
+    assert (cfg.seeds, cfg.warmup_requests, cfg.engine.max_num_seqs) == ((0, 1), 4, 32)
+    assert type(cfg.warmup_requests) is int and type(cfg.engine.max_num_seqs) is int

@@ -21,6 +21,7 @@ from dlfp.control.fields import (
     name,
     number,
     path,
+    settle,
     switch,
     word,
 )
@@ -45,7 +46,7 @@ def test_allowed_texts() -> None:
     allowed = {f.name: rule.allowed for f, rule in declared(Toy)}
     assert allowed == {"on": "true or false", "colour": "red or green", "low": "[1, 100]",
                        "high": "[low, 100]", "share": "(0, 1]", "fraction": "(0, 1)", "log": "null or a file path",
-                       "width": "1, 2 or 4", "profile": "a non-empty name or path"}
+                       "width": "1, 2 or 4", "profile": "a non-empty text"}
     units = {f.name: rule.unit for f, rule in declared(Toy)}
     assert units["low"] == "tokens" and units["on"] == "-" and units["log"] == "path"
 
@@ -134,7 +135,7 @@ class Optional:
 
 def test_null_passes_where_declared_and_mappings_need_text_keys() -> None:
     allowed = {f.name: rule.allowed for f, rule in declared(Optional)}
-    assert allowed == {"eager": "null or true or false", "tokenizer": "null or a non-empty name or path",
+    assert allowed == {"eager": "null or true or false", "tokenizer": "null or a non-empty text",
                        "extra": "a mapping", "sim": "null or a mapping"}
     assert first_invalid(Optional()) is None and Optional().extra == {} and Optional().extra is not Optional().extra
     assert first_invalid(Optional(eager=False, tokenizer="t", extra={"a": 1}, sim={})) is None
@@ -147,3 +148,10 @@ def test_a_bound_that_names_a_field_is_said_with_its_value() -> None:
     assert markdown_table(Optional, "key").splitlines()[-2:] == [
         "| `extra` | `{}` | - | a mapping | more arguments |",
         "| `sim` | `null` | - | null or a mapping | null: real |"]
+
+
+def test_settle_makes_integral_floats_of_integer_fields_ints_and_leaves_the_rest() -> None:
+    toy = Toy(low=4.0, high=100, share=1.0)  # type: ignore[arg-type]
+    assert first_invalid(toy) is None
+    settle(toy)
+    assert (type(toy.low), toy.low, type(toy.share), toy.share) == (int, 4, float, 1.0)

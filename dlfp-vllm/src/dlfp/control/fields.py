@@ -73,7 +73,7 @@ class Rule:
             *rest, last = map(str, self.numbers)
             return f"{', '.join(rest)} or {last}" if rest else last
         if self.kind == "name":
-            return "a non-empty name or path"
+            return "a non-empty text"
         if self.kind == "path":
             return "null or a file path"
         return (f"{'(' if self.lo_open else '['}{_bound_text(self.lo)}, {_bound_text(self.hi)}"
@@ -191,3 +191,12 @@ def first_invalid(holder: object) -> tuple[str, Any, str] | None:
         if not rule.accepts(value, holder):
             return f.name, value, rule.allowed_in(holder)
     return None
+
+
+def settle(holder: object) -> None:
+    """Make each integral float of an integer field the int it means (64.0 -> 64), in place (frozen dataclasses
+    too): a config may write 64.0, and the code after the check then counts with an int."""
+    for f, rule in declared(type(holder)):
+        value = getattr(holder, f.name)
+        if rule.kind == "int" and isinstance(value, float) and value.is_integer():
+            object.__setattr__(holder, f.name, int(value))
