@@ -227,3 +227,11 @@ def test_the_generated_table_has_a_row_per_parameter_that_escapes_pipes() -> Non
     rows = markdown_table().splitlines()[2:]
     assert [r.split(" | ")[0].strip("| `") for r in rows] == [s.name for s in SPECS]
     assert all(r.count(" | ") == 4 for r in rows)  # a '|' in a help text would split its row
+
+
+def test_an_integral_float_count_becomes_an_int() -> None:
+    """A deployer's JSON may write 512.0 for a chunk: it passes as the count it means, and the law counts
+    tokens with an int."""
+    p = parse_params({"chunk_min": 64.0, "chunk_max": 512.0, "chunk_init": 128.0})
+    assert (p.chunk_min, p.chunk_max, p.chunk_init) == (64, 512, 128)
+    assert all(type(v) is int for v in (p.chunk_min, p.chunk_max, p.chunk_init))
