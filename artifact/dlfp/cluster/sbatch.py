@@ -27,6 +27,8 @@ from pathlib import Path
 
 from dlfp.cluster.estimate import slurm_time
 from dlfp.cluster.plan import Job, Plan
+from dlfp.control.fields import first_invalid, name, number, settle, switch, texts, word
+from dlfp.control.fields import markdown_table as fields_table
 from dlfp.paths import write_json_atomic, write_text_atomic
 
 SUBMISSION = "submission.json"
@@ -45,44 +47,53 @@ the book build, and a modeled study's engine core in its own process."""
 
 @dataclass(frozen=True)
 class Slurm:
-    """Site settings: where jobs run and in which environment (parameter file ``cluster:`` or options)."""
+    """Site settings: where jobs run and in which environment (parameter file ``cluster:`` or options), each
+    declared once with its allowed values and meaning (:mod:`dlfp.control.fields`): the check, its message and
+    the cluster page's table (:func:`markdown_table`) come from them."""
 
-    partition: str | None = None
-    cpu_partition: str | None = None
-    """The partition of jobs without a GPU (the book job), where a site refuses those on its GPU
-    partition; default: ``partition``."""
-    account: str | None = None
-    gpu_request: str = "gres"
-    """``gres``: ``--gres=gpu[:type]:N`` (every SLURM); ``gpus``: ``--gpus=[type:]N`` (cons_tres)."""
-    gpu_type: str | None = None
-    cpus_per_task: int | None = None
-    """CPUs of every job; default: ``cpus_per_gpu`` per GPU, :data:`CPUS_WITHOUT_GPU` without one."""
-    cpus_per_gpu: int = CPUS_PER_GPU
-    mem: str | None = None
-    time: str | None = None
-    """Overrides every job's derived time limit, in a form of :data:`SLURM_TIME` (``"8:00:00"``)."""
-    exclusive: bool = False
-    python: str | None = None
-    """The jobs' interpreter; default: the one submitting (its environment is the jobs')."""
-    conda_env: str | None = None
-    """A conda environment (name or prefix) to activate instead, e.g. ``dlfp`` from environment.yml."""
-    setup: tuple[str, ...] = ()
-    """Shell lines before the job's command, e.g. ``module load cuda``."""
-    sbatch_args: tuple[str, ...] = ()
-    allow_dirty: bool = False
-    """Let jobs start runs from a working tree whose code differs from its commit (recorded)."""
+    partition: str | None = name(None, "The jobs' partition (default: the site's).", nullable=True)
+    cpu_partition: str | None = name(None, "The partition of the jobs without a GPU (the book job), for sites "
+                                           "that refuse those on a GPU partition; default: partition.", nullable=True)
+    account: str | None = name(None, "The account jobs are charged to.", nullable=True)
+    gpu_request: str = word("gres", GPU_REQUESTS, "gres: --gres=gpu[:type]:N (every SLURM); gpus: --gpus=[type:]N "
+                                                  "(cons_tres).")
+    gpu_type: str | None = name(None, "The GPU type in the request (a100, h100 ...); default: any.", nullable=True)
+    cpus_per_task: int | None = number(None, "CPUs", 1, 4096, "The same --cpus-per-task for every job instead "
+                                       "of cpus_per_gpu per GPU (a CPU target: the cores its trials should have).",
+                                       nullable=True, integer=True)
+    cpus_per_gpu: int = number(CPUS_PER_GPU, "CPUs", 1, 4096, "A GPU job asks for this many CPUs per GPU: SLURM "
+                               "gives one CPU unless the site sets DefCpuPerGPU, and the trial, the engine core and "
+                               "one worker per TP rank would then share it; a job without a GPU asks for "
+                               f"{CPUS_WITHOUT_GPU}.")
+    mem: str | None = name(None, "--mem of every job (default: the site's).", nullable=True)
+    time: str | None = name(None, "One time limit for every job instead of the estimates, in a form sbatch --time "
+                                  "reads (quoted in YAML: below).", nullable=True)
+    exclusive: bool = switch(False, "One job per node, for quiet timing: the generalization jobs otherwise may share "
+                                    "a node and its CPUs.")
+    python: str | None = name(None, "The jobs' interpreter; default: the one submitting (its environment is the "
+                                    "jobs').", nullable=True)
+    conda_env: str | None = name(None, "A conda environment (name or prefix) to activate instead of python, e.g. "
+                                       "dlfp from environment.yml.", nullable=True)
+    setup: tuple[str, ...] = texts("Shell lines before each job's command, e.g. module load cuda.")
+    sbatch_args: tuple[str, ...] = texts("Further sbatch options, one per entry.")
+    allow_dirty: bool = switch(False, "Let jobs start runs from a working tree whose code differs from its commit "
+                                      "(recorded).")
 
     def __post_init__(self) -> None:
-        if self.gpu_request not in GPU_REQUESTS:
-            raise ValueError(f"cluster setting 'gpu_request' = {self.gpu_request!r} is invalid: allowed {GPU_REQUESTS}")
+        if self.time is not None:  # first: a YAML time read as a number gets its own explanation
+            _check_time(self.time)
+        bad = first_invalid(self)
+        if bad is not None:
+            key, value, allowed = bad
+            raise ValueError(f"cluster setting {key!r} = {value!r} is invalid: allowed {allowed}")
+        settle(self)
         if self.python and self.conda_env:
             raise ValueError("cluster settings 'python' and 'conda_env' exclude each other: name one environment")
-        for name in ("cpus_per_task", "cpus_per_gpu"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"cluster setting {name!r} = {value!r} is invalid: allowed an integer >= 1")
-        if self.time is not None:
-            _check_time(self.time)
+
+
+def markdown_table() -> str:
+    """The site settings as the cluster page's Markdown table (``book/reference/cluster.md`` holds it)."""
+    return fields_table(Slurm, "key")
 
 
 def _check_time(value: object) -> None:

@@ -105,12 +105,6 @@ def settings(args: argparse.Namespace) -> tuple[dict[str, Any], Slurm]:
     slurm_keys = {f.name for f in fields(Slurm)}
     merged = cluster_settings(load_target(args.params), slurm_keys | PLAN_KEYS)
     merged.update({k: v for k, v in vars(args).items() if k in slurm_keys | PLAN_KEYS and v is not None})
-    for key in ("setup", "sbatch_args"):
-        if key in merged:
-            value = merged[key]
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"cluster setting {key!r} = {value!r} is invalid: allowed a list of strings")
-            merged[key] = tuple(value)
     return ({k: merged.pop(k) for k in PLAN_KEYS if k in merged},
             Slurm(**{k: v for k, v in merged.items() if k in slurm_keys}))
 

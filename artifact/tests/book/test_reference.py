@@ -30,6 +30,8 @@ import pytest
 import tomllib
 import yaml
 
+from dlfp.cluster.sbatch import Slurm
+from dlfp.cluster.sbatch import markdown_table as slurm_table
 from dlfp.control.params import markdown_table
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.engine import markdown_table as engine_table
@@ -112,7 +114,8 @@ def test_no_snippet_is_written_twice() -> None:
 GENERATED = [("modeled.md", "dlfp.sim.config.markdown_table", sim_table, SimConfig),
              ("gpu.md", "dlfp.harness.engine.markdown_table", engine_table, EngineSpec),
              ("trials.md", "dlfp.trials.config.settings_table", settings_table, RunSettings),
-             ("trials.md", "dlfp.trials.config.slo_table", slo_table, SLOs)]
+             ("trials.md", "dlfp.trials.config.slo_table", slo_table, SLOs),
+             ("cluster.md", "dlfp.cluster.sbatch.markdown_table", slurm_table, Slurm)]
 
 
 @pytest.mark.parametrize(("page", "source", "table", "cls"), GENERATED, ids=[g[1] for g in GENERATED])

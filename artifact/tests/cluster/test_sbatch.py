@@ -271,3 +271,23 @@ def test_a_previous_submission_still_queued_is_not_submitted_again(tmp_path: Pat
 
 def test_nothing_queued_without_a_previous_submission(tmp_path: Path) -> None:
     assert sbatch.queued(tmp_path) == {}  # no squeue call: there is nothing to ask about
+
+
+@pytest.mark.parametrize(("settings", "key", "allowed"), [
+    ({"gpu_request": "gpu"}, "gpu_request", "gres or gpus"),
+    ({"cpus_per_task": 0}, "cpus_per_task", r"null or \[1, 4096\]"),
+    ({"cpus_per_gpu": True}, "cpus_per_gpu", r"\[1, 4096\]"),
+    ({"setup": "module load cuda"}, "setup", "a list of texts"),
+    ({"sbatch_args": [3]}, "sbatch_args", "a list of texts"),
+    ({"partition": ""}, "partition", "null or a non-empty text"),
+    ({"exclusive": "yes"}, "exclusive", "true or false"),
+])
+def test_a_bad_site_setting_is_refused_by_its_declaration(settings: dict, key: str, allowed: str) -> None:
+    with pytest.raises(ValueError, match=rf"cluster setting '{key}' = .* is invalid: allowed {allowed}$"):
+        Slurm(**settings)
+
+
+def test_site_settings_from_yaml_lists_become_tuples_and_counts_ints() -> None:
+    s = Slurm(setup=["module load cuda"], sbatch_args=[], cpus_per_task=16.0)
+    assert s.setup == ("module load cuda",) and s.sbatch_args == () and type(s.cpus_per_task) is int
+    assert hash(s)  # still hashable, as a frozen dataclass of tuples

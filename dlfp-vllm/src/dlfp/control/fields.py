@@ -4,9 +4,9 @@ declaration and cannot drift apart.
 
 The kinds a deployer's configuration needs: a switch, one word of a list, one number of a list, a bounded
 number (integral or not, each bound a number or another field's name, open or closed), a name (any
-non-empty text, such as a shipped name or a path), an optional path and a mapping whose entries another
-declaration checks. A switch, a name or a mapping may also take null (``nullable``: "unset, the default
-decides").
+non-empty text, such as a shipped name or a path), an optional path, a list of text lines and a mapping
+whose entries another declaration checks. A switch, a name, a number or a mapping may also take null
+(``nullable``: "unset, the default decides").
 Rules between fields that are not bounds (two settings that exclude each other) stay with the class
 that holds them.
 """
@@ -28,7 +28,7 @@ class Rule:
 
     unit: str
     doc: str
-    kind: Literal["switch", "word", "choice", "int", "float", "name", "path", "mapping"]
+    kind: Literal["switch", "word", "choice", "int", "float", "name", "path", "texts", "mapping"]
     words: Sequence[str] | Callable[[], Sequence[str]] = ()
     """A ``word`` field's accepted values, or a function read at each check (a table that may grow)."""
     numbers: Sequence[int] = ()
@@ -65,6 +65,8 @@ class Rule:
     def _allowed(self) -> str:
         if self.kind == "mapping":
             return "a mapping"
+        if self.kind == "texts":
+            return "a list of texts"
         if self.kind == "switch":
             return "true or false"
         if self.kind == "word":
@@ -85,6 +87,8 @@ class Rule:
             return True
         if self.kind == "mapping":
             return isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
+        if self.kind == "texts":
+            return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
         if self.kind == "switch":
             return isinstance(value, bool)
         if self.kind == "word":
@@ -144,12 +148,19 @@ def mapping(doc: str, *, nullable: bool = False) -> Any:
                                                                              metadata={META: rule})
 
 
-def number(default: float, unit: str, lo: float | str, hi: float | str, doc: str, *,
-           lo_open: bool = False, hi_open: bool = False) -> Any:
-    """A bounded number, integral when ``default`` is an int (a float such as 64.0 passes as one)."""
-    kind: Literal["int", "float"] = "int" if isinstance(default, int) else "float"
+def number(default: float | None, unit: str, lo: float | str, hi: float | str, doc: str, *,
+           lo_open: bool = False, hi_open: bool = False, nullable: bool = False, integer: bool | None = None) -> Any:
+    """A bounded number, integral when ``default`` is an int or ``integer`` says so (a float such as 64.0
+    passes as one); ``nullable``: or null (then ``integer`` says the kind where the default is null)."""
+    whole = isinstance(default, int) if integer is None else integer
+    kind: Literal["int", "float"] = "int" if whole else "float"
     return field(default=default, metadata={META: Rule(unit, doc, kind, lo=lo, hi=hi, lo_open=lo_open,
-                                                       hi_open=hi_open)})
+                                                       hi_open=hi_open, nullable=nullable)})
+
+
+def texts(doc: str) -> Any:
+    """A list of text lines, empty by default (kept as a tuple: :func:`settle`)."""
+    return field(default=(), metadata={META: Rule("-", doc, "texts")})
 
 
 def path(doc: str) -> Any:
@@ -194,9 +205,12 @@ def first_invalid(holder: object) -> tuple[str, Any, str] | None:
 
 
 def settle(holder: object) -> None:
-    """Make each integral float of an integer field the int it means (64.0 -> 64), in place (frozen dataclasses
-    too): a config may write 64.0, and the code after the check then counts with an int."""
+    """After the check, give each value the type the code after it counts on, in place (frozen dataclasses too):
+    an integral float of an integer field the int it means (a config may write 64.0), a list of texts a tuple
+    (the holder stays hashable)."""
     for f, rule in declared(type(holder)):
         value = getattr(holder, f.name)
         if rule.kind == "int" and isinstance(value, float) and value.is_integer():
             object.__setattr__(holder, f.name, int(value))
+        elif rule.kind == "texts" and isinstance(value, list):
+            object.__setattr__(holder, f.name, tuple(value))
