@@ -23,6 +23,7 @@ from dlfp.control.fields import (
     path,
     settle,
     switch,
+    texts,
     word,
 )
 
@@ -131,21 +132,25 @@ class Optional:
     tokenizer: str | None = name(None, "null: none", nullable=True)
     extra: dict[str, Any] = mapping("more arguments")
     sim: dict[str, Any] | None = mapping("null: real", nullable=True)
+    cpus: int | None = number(None, "CPUs", 1, 64, "null: by the GPUs", nullable=True, integer=True)
+    lines: tuple[str, ...] = texts("shell lines")
 
 
 def test_null_passes_where_declared_and_mappings_need_text_keys() -> None:
     allowed = {f.name: rule.allowed for f, rule in declared(Optional)}
     assert allowed == {"eager": "null or true or false", "tokenizer": "null or a non-empty text",
-                       "extra": "a mapping", "sim": "null or a mapping"}
+                       "extra": "a mapping", "sim": "null or a mapping", "cpus": "null or [1, 64]",
+                       "lines": "a list of texts"}
     assert first_invalid(Optional()) is None and Optional().extra == {} and Optional().extra is not Optional().extra
     assert first_invalid(Optional(eager=False, tokenizer="t", extra={"a": 1}, sim={})) is None
-    for bad in ({"eager": 0}, {"tokenizer": ""}, {"extra": None}, {"extra": {1: 2}}, {"sim": []}):
+    for bad in ({"eager": 0}, {"tokenizer": ""}, {"extra": None}, {"extra": {1: 2}}, {"sim": []}, {"cpus": 1.5},
+                {"cpus": 0}, {"lines": "x"}, {"lines": ["x", 1]}):
         assert first_invalid(Optional(**bad))[0] == next(iter(bad))  # type: ignore[index]
 
 
 def test_a_bound_that_names_a_field_is_said_with_its_value() -> None:
     assert first_invalid(Toy(low=50, high=20)) == ("high", 20, "[low = 50, 100]")
-    assert markdown_table(Optional, "key").splitlines()[-2:] == [
+    assert markdown_table(Optional, "key").splitlines()[-4:-2] == [
         "| `extra` | `{}` | - | a mapping | more arguments |",
         "| `sim` | `null` | - | null or a mapping | null: real |"]
 
@@ -155,3 +160,7 @@ def test_settle_makes_integral_floats_of_integer_fields_ints_and_leaves_the_rest
     assert first_invalid(toy) is None
     settle(toy)
     assert (type(toy.low), toy.low, type(toy.share), toy.share) == (int, 4, float, 1.0)
+    opt = Optional(cpus=8.0, lines=["a", "b"])  # type: ignore[arg-type]
+    assert first_invalid(opt) is None
+    settle(opt)
+    assert (type(opt.cpus), opt.lines) == (int, ("a", "b"))
