@@ -36,7 +36,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dlfp.harness.lengths import LengthDist, bad, check_int, check_keys, check_positive, is_number
+from dlfp.control.fields import first_invalid, nested, number, settle, word
+from dlfp.control.fields import markdown_table as fields_table
+from dlfp.harness.lengths import LengthDist, bad, check_keys, check_positive
 
 MAX_REQUESTS = 1_000_000
 """Most requests one workload may hold: a typo must not exhaust memory after the pre-flight."""
@@ -52,6 +54,8 @@ simultaneous bursts; above, the gaps are a clock to within 3 %: a typo either wa
 
 _MIN_RATE = 1e-6
 """Lowest arrival rate (req/s; one request in ~12 days); also keeps every arrival instant finite."""
+_MAX_RATE = 1e6
+"""Highest arrival rate (req/s): a finite bound far above any engine's."""
 _MIN_VOCAB = 16  # leaves a few ids between MIN_TOKEN_ID and the reserved last id
 _MAX_VOCAB = (1 << 31) - 1  # token ids are stored as int32
 _GAPS, _CLASSES, _TOKENS, _FIRST_CLASS_STREAM = 0, 1, 2, 3
@@ -86,17 +90,16 @@ class Arrival:
     longer extend a shorter one; here the instants are the gaps' cumulative sum, as for Poisson.
     """
 
-    kind: str = "poisson"
-    burstiness: float = 1.0
+    kind: str = word("poisson", ARRIVAL_KINDS, "poisson: exponential gaps; gamma: gaps of shape burstiness.")
+    burstiness: float = number(1.0, "-", BURSTINESS_RANGE[0], BURSTINESS_RANGE[1], "The gamma's shape: 1 is "
+                               "Poisson, below 1 burstier, above 1 closer to a clock; 1 for kind poisson.")
 
     def __post_init__(self) -> None:
-        if self.kind not in ARRIVAL_KINDS:
-            raise bad("kind", self.kind, " or ".join(ARRIVAL_KINDS))
-        lo, hi = BURSTINESS_RANGE
         if self.kind == "poisson" and self.burstiness != 1.0:
             raise bad("burstiness", self.burstiness, "1 for kind poisson (use kind gamma for another shape)")
-        if not (is_number(self.burstiness) and lo <= self.burstiness <= hi):
-            raise bad("burstiness", self.burstiness, f"number in [{lo:g}, {hi:g}] (1: Poisson, < 1: burstier)")
+        refused = first_invalid(self)
+        if refused is not None:
+            raise bad(*refused)
 
     @classmethod
     def parse(cls, raw: Any, where: str = "arrival") -> Arrival:
@@ -154,23 +157,24 @@ class RequestClass:
 class WorkloadSpec:
     """Everything that determines a workload; see the module docstring for what is stable."""
 
-    n_requests: int
-    rate_rps: float
-    seed: int = 0
-    vocab_size: int = 32000
-    classes: tuple[RequestClass, ...]
-    max_model_len: int | None = None
-    arrival: Arrival = Arrival()
+    n_requests: int = number(100, "requests", 1, MAX_REQUESTS, "Requests of each trial's workload.")
+    rate_rps: float = number(4.0, "req/s", _MIN_RATE, _MAX_RATE, "Mean arrival rate (scaled and capacity designs "
+                             "set it from the pre-flight).")
+    seed: int = number(0, "-", 0, 2**63 - 1, "The workload's seed (a trial config's come from its seeds).")
+    vocab_size: int = number(32000, "tokens", _MIN_VOCAB, _MAX_VOCAB, "Prompt token ids are drawn below it.")
+    classes: tuple[RequestClass, ...] = nested("a non-empty list of {name, weight, prompt_len, output_len}",
+                                               "The request classes; each length a distribution (LengthDist).")
+    max_model_len: int | None = number(None, "tokens", 2, 2**20, "Longest prompt plus output a request may "
+                                       "have (null: no limit here; the engine's applies).", nullable=True,
+                                       integer=True)
+    arrival: Arrival = nested("null, {kind: poisson} or {kind: gamma, burstiness: b}",
+                              "How the gaps between arrivals are drawn (Arrival); null: Poisson.", Arrival())
 
     def __post_init__(self) -> None:
-        check_int("n_requests", self.n_requests, 1, MAX_REQUESTS)
-        check_positive("rate_rps", self.rate_rps)
-        if self.rate_rps < _MIN_RATE:
-            raise bad("rate_rps", self.rate_rps, f"finite number >= {_MIN_RATE:g}")
-        check_int("seed", self.seed, 0)
-        check_int("vocab_size", self.vocab_size, _MIN_VOCAB, _MAX_VOCAB)
-        if self.max_model_len is not None:
-            check_int("max_model_len", self.max_model_len, 2)
+        refused = first_invalid(self)
+        if refused is not None:
+            raise bad(*refused)
+        settle(self)
         if not (isinstance(self.classes, tuple) and self.classes
                 and all(isinstance(c, RequestClass) for c in self.classes)):
             raise bad("classes", self.classes, "non-empty tuple of RequestClass")
@@ -361,3 +365,8 @@ def save(requests: Sequence[Request], path: str | os.PathLike[str]) -> None:
 def load(path: str | os.PathLike[str]) -> list[Request]:
     """Read a workload written by :func:`save`."""
     return from_frame(pd.read_parquet(path))
+
+
+def markdown_table() -> str:
+    """The workload mapping's settings as the trial reference's Markdown table (``book/reference/trials.md``)."""
+    return fields_table(WorkloadSpec, "key")

@@ -35,6 +35,8 @@ from dlfp.cluster.sbatch import markdown_table as slurm_table
 from dlfp.control.params import markdown_table
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.engine import markdown_table as engine_table
+from dlfp.harness.workload import WorkloadSpec
+from dlfp.harness.workload import markdown_table as workload_table
 from dlfp.paths import PACKAGE, REPO_ROOT
 from dlfp.sim.config import SimConfig
 from dlfp.sim.config import markdown_table as sim_table
@@ -115,7 +117,8 @@ GENERATED = [("modeled.md", "dlfp.sim.config.markdown_table", sim_table, SimConf
              ("gpu.md", "dlfp.harness.engine.markdown_table", engine_table, EngineSpec),
              ("trials.md", "dlfp.trials.config.settings_table", settings_table, RunSettings),
              ("trials.md", "dlfp.trials.config.slo_table", slo_table, SLOs),
-             ("cluster.md", "dlfp.cluster.sbatch.markdown_table", slurm_table, Slurm)]
+             ("cluster.md", "dlfp.cluster.sbatch.markdown_table", slurm_table, Slurm),
+             ("trials.md", "dlfp.harness.workload.markdown_table", workload_table, WorkloadSpec)]
 
 
 @pytest.mark.parametrize(("page", "source", "table", "cls"), GENERATED, ids=[g[1] for g in GENERATED])

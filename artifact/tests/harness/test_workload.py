@@ -149,11 +149,11 @@ def test_from_dict_parses_yaml_like_input() -> None:
 
 @pytest.mark.parametrize(("raw", "message"), [
     (spec_dict(bogus=1), r"unknown key\(s\) \['bogus'\]"),
-    (spec_dict(rate_rps=-1.0), r"rate_rps=-1.0 is invalid; allowed: finite number > 0"),
+    (spec_dict(rate_rps=-1.0), r"rate_rps=-1.0 is invalid; allowed: \[1e-06, 1000000\]"),
     (spec_dict(rate_rps=0), r"rate_rps=0 is invalid"),
-    (spec_dict(n_requests=0), r"n_requests=0 is invalid; allowed: integer in \[1, 1000000\]"),
+    (spec_dict(n_requests=0), r"n_requests=0 is invalid; allowed: \[1, 1000000\]"),
     (spec_dict(seed=-1), r"seed=-1 is invalid"),
-    (spec_dict(vocab_size=15), r"vocab_size=15 is invalid; allowed: integer in \[16, "),
+    (spec_dict(vocab_size=15), r"vocab_size=15 is invalid; allowed: \[16, 2147483647\]"),
     (spec_dict(classes=[]), r"classes=\[\] is invalid"),
     ({"rate_rps": 1.0, "classes": []}, r"missing key\(s\) \['n_requests'\]"),
     (cls_dict(output_len=0),
@@ -264,7 +264,7 @@ def test_gamma_and_lognormal_workloads_are_seeded_and_keep_the_sweep_properties(
 @pytest.mark.parametrize(("arrival", "message"), [
     ({"kind": "bursty"}, r"arrival: kind='bursty' is invalid; allowed: poisson or gamma"),
     ({"kind": "gamma"}, r"arrival: missing key\(s\) \['burstiness'\] for kind gamma"),
-    ({"kind": "gamma", "burstiness": 0}, r"arrival: burstiness=0 is invalid; allowed: number in \[0.001, 1000\]"),
+    ({"kind": "gamma", "burstiness": 0}, r"arrival: burstiness=0 is invalid; allowed: \[0.001, 1000\]"),
     ({"kind": "gamma", "burstiness": True}, r"arrival: burstiness=True is invalid"),
     ({"kind": "gamma", "burstiness": float("inf")}, r"arrival: burstiness=inf is invalid"),
     ({"kind": "poisson", "burstiness": 0.5}, r"arrival: burstiness=0.5 is invalid; allowed: unset for kind poisson"),

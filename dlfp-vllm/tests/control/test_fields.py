@@ -19,6 +19,7 @@ from dlfp.control.fields import (
     mapping,
     markdown_table,
     name,
+    nested,
     number,
     path,
     settle,
@@ -164,3 +165,20 @@ def test_settle_makes_integral_floats_of_integer_fields_ints_and_leaves_the_rest
     assert first_invalid(opt) is None
     settle(opt)
     assert (type(opt.cpus), opt.lines) == (int, ("a", "b"))
+
+
+@dataclass(frozen=True)
+class Inner:
+    kind: str = word("a", ("a", "b"), "which")
+
+
+@dataclass(frozen=True)
+class Outer:
+    inner: Inner = nested("{kind: a} or {kind: b}", "a small language of its own", Inner())
+
+
+def test_a_nested_value_is_its_parsers_to_check_and_its_default_is_written_as_a_mapping() -> None:
+    [(_, rule)] = list(declared(Outer))
+    assert rule.allowed == "{kind: a} or {kind: b}" and first_invalid(Outer(inner="anything")) is None  # type: ignore[arg-type]
+    assert markdown_table(Outer, "key").splitlines()[-1] == (
+        '| `inner` | `{"kind": "a"}` | - | {kind: a} or {kind: b} | a small language of its own |')

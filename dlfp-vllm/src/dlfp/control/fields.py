@@ -2,11 +2,11 @@
 its help, so that the validation, the error message and the reference table are generated from the one
 declaration and cannot drift apart.
 
-The kinds a deployer's configuration needs: a switch, one word of a list, one number of a list, a bounded
-number (integral or not, each bound a number or another field's name, open or closed), a name (any
-non-empty text, such as a shipped name or a path), an optional path, a list of text lines and a mapping
-whose entries another declaration checks. A switch, a name, a number or a mapping may also take null
-(``nullable``: "unset, the default decides").
+The kinds a configuration needs: a switch, one word of a list, one number of a list, a bounded number
+(integral or not, each bound a number or another field's name, open or closed), a name (any non-empty
+text, such as a shipped name or a path), an optional path, a list of text lines, a mapping whose entries
+another declaration checks, and a nested value of a small language its own parser checks. A switch, a
+name, a number or a mapping may also take null (``nullable``: "unset, the default decides").
 Rules between fields that are not bounds (two settings that exclude each other) stay with the class
 that holds them.
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, is_dataclass
+from numbers import Integral, Real
 from typing import Any, Literal
 
 META = "config"
@@ -28,7 +29,7 @@ class Rule:
 
     unit: str
     doc: str
-    kind: Literal["switch", "word", "choice", "int", "float", "name", "path", "texts", "mapping"]
+    kind: Literal["switch", "word", "choice", "int", "float", "name", "path", "texts", "mapping", "nested"]
     words: Sequence[str] | Callable[[], Sequence[str]] = ()
     """A ``word`` field's accepted values, or a function read at each check (a table that may grow)."""
     numbers: Sequence[int] = ()
@@ -40,6 +41,8 @@ class Rule:
     hi_open: bool = False
     nullable: bool = False
     """Does null (None) pass as well?"""
+    says: str = ""
+    """A ``nested`` field's allowed values in words (its own parser checks them)."""
 
     def choices(self) -> Sequence[str]:
         return self.words() if callable(self.words) else self.words
@@ -65,6 +68,8 @@ class Rule:
     def _allowed(self) -> str:
         if self.kind == "mapping":
             return "a mapping"
+        if self.kind == "nested":
+            return self.says
         if self.kind == "texts":
             return "a list of texts"
         if self.kind == "switch":
@@ -85,6 +90,8 @@ class Rule:
         """Does ``value`` fit, with bounds that name a field read from ``holder``?"""
         if value is None and self.nullable:
             return True
+        if self.kind == "nested":  # a small language of its own, which its parser checks with its own messages
+            return True
         if self.kind == "mapping":
             return isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
         if self.kind == "texts":
@@ -99,12 +106,13 @@ class Rule:
             return isinstance(value, str) and bool(value)
         if self.kind == "path":
             return value is None or (isinstance(value, str) and bool(value))
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if not isinstance(value, Real) or isinstance(value, bool):  # Real: numpy's numbers too (a trace's fit)
             return False
-        if self.kind == "int" and not (isinstance(value, int) or value.is_integer()):
+        if self.kind == "int" and not (isinstance(value, Integral) or float(value).is_integer()):
             return False
+        x: float = value if isinstance(value, (int, float)) else float(value)  # an int stays exact (10**400)
         lo, hi = _bound(self.lo, holder), _bound(self.hi, holder)  # NaN and infinities fail here
-        return (lo < value if self.lo_open else lo <= value) and (value < hi if self.hi_open else value <= hi)
+        return (lo < x if self.lo_open else lo <= x) and (x < hi if self.hi_open else x <= hi)
 
 
 def _bound(bound: float | str | None, holder: object) -> float:
@@ -158,6 +166,12 @@ def number(default: float | None, unit: str, lo: float | str, hi: float | str, d
                                                        hi_open=hi_open, nullable=nullable)})
 
 
+def nested(says: str, doc: str, default: Any = ()) -> Any:
+    """A value of a small language of its own (a workload's request classes, its arrival process), which the
+    holder's parser checks: declared here for its meaning and the reference table, ``says`` naming its form."""
+    return field(default=default, metadata={META: Rule("-", doc, "nested", says=says)})
+
+
 def texts(doc: str) -> Any:
     """A list of text lines, empty by default (kept as a tuple: :func:`settle`)."""
     return field(default=(), metadata={META: Rule("-", doc, "texts")})
@@ -182,6 +196,13 @@ def default(f: Field[Any]) -> Any:
     return f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
 
 
+def _plain(value: Any) -> Any:
+    """A nested default as a config writes it: a dataclass as its mapping."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    raise TypeError(f"a default of type {type(value).__name__} has no JSON form")
+
+
 def markdown_table(cls: type, first: str) -> str:
     """Every declared field of ``cls`` as a Markdown table (``first`` heads the name column; defaults as JSON, as
     a config writes them): a page that pastes it is compared with it by a test, so it types no row."""
@@ -189,7 +210,7 @@ def markdown_table(cls: type, first: str) -> str:
         return text.replace("|", "\\|")
 
     rows = [f"| {first} | default | unit | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
-    rows += [f"| `{f.name}` | `{json.dumps(default(f))}` | {cell(rule.unit)} | {cell(rule.allowed)} | "
+    rows += [f"| `{f.name}` | `{json.dumps(default(f), default=_plain)}` | {cell(rule.unit)} | {cell(rule.allowed)} | "
              f"{cell(rule.doc)} |" for f, rule in declared(cls)]
     return "\n".join(rows) + "\n"
 
@@ -210,7 +231,7 @@ def settle(holder: object) -> None:
     (the holder stays hashable)."""
     for f, rule in declared(type(holder)):
         value = getattr(holder, f.name)
-        if rule.kind == "int" and isinstance(value, float) and value.is_integer():
-            object.__setattr__(holder, f.name, int(value))
+        if rule.kind == "int" and isinstance(value, Real) and not isinstance(value, (int, bool)):
+            object.__setattr__(holder, f.name, int(float(value)))  # 64.0, or a numpy integer
         elif rule.kind == "texts" and isinstance(value, list):
             object.__setattr__(holder, f.name, tuple(value))
