@@ -44,12 +44,12 @@ Pure arithmetic; the modeled study (:mod:`dlfp.studies.generalization`) and the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from dlfp.control.fields import declared, first_invalid, number
+from dlfp.control.fields import declared, first_invalid, nested, number, switch, word
+from dlfp.control.fields import markdown_table as fields_table
 from dlfp.trials.prediction import (
     Measured,
     Prediction,
@@ -145,53 +145,55 @@ RULE_DOCS: dict[str, str] = {f.name: rule.doc for f, rule in declared(Rules)}
 class DesignSpec:
     """A config's ``design`` mapping, validated: kind, rules, and whether refusals apply."""
 
-    kind: str = "scaled"
-    enforce: bool = True
-    rules: Rules = Rules()
-    load: float | None = None
-    """Capacity designs only: stock's predicted prefill load the workload's rate is set to."""
-    itl_slo_ms: float | None = None
-    """Capacity designs only: a given ITL SLO (with ``ttft_slo_ms``): one SLO level,
-    :data:`~dlfp.trials.sweep.GIVEN`, instead of the two the pre-flight derives."""
-    ttft_slo_ms: float | None = None
-    """Capacity designs only: the given TTFT SLO beside ``itl_slo_ms``."""
+    kind: str = word("scaled", KINDS, "scaled: load, target and SLOs derived from the pre-flight; fixed: the "
+                                      "config's values as written; capacity: one point of a capacity sweep.")
+    enforce: bool = switch(True, "false: run a design the checks refuse (recorded, flagged in every table).")
+    rules: Rules = nested("any rule's key, beside these", "Not a key itself: the design rules' keys go beside these "
+                          "(the Method chapter's table).", Rules(), shown="each rule's")
+    load: float | None = number(None, "share", 0, 10, "Capacity designs only (required there): stock's predicted "
+                                "prefill load the workload's rate is set to.", lo_open=True, nullable=True)
+    itl_slo_ms: float | None = number(None, "ms", 0, 3.6e6, "Capacity designs only, with ttft_slo_ms: a given ITL "
+                                      "SLO, one SLO level instead of the two the pre-flight derives.", lo_open=True,
+                                      nullable=True)
+    ttft_slo_ms: float | None = number(None, "ms", 0, 3.6e6, "Capacity designs only: the given TTFT SLO beside "
+                                       "itl_slo_ms.", lo_open=True, nullable=True)
+
+    def __post_init__(self) -> None:
+        bad = first_invalid(self)
+        if bad is not None:
+            key, value, allowed = bad
+            raise ValueError(f"config field 'design.{key}' = {value!r} is invalid: allowed {allowed}")
+        if (self.kind == "capacity") != (self.load is not None):
+            raise ValueError("config field 'design.load' belongs to capacity designs: design.kind: capacity "
+                             "needs it, and no other kind takes it")
+        given = (self.itl_slo_ms, self.ttft_slo_ms)
+        if any(v is not None for v in given) and (self.kind != "capacity" or any(v is None for v in given)):
+            raise ValueError("config fields 'design.itl_slo_ms' and 'design.ttft_slo_ms' go together, in a "
+                             "capacity design (design.kind: capacity): the one SLO level a user gives")
 
     @classmethod
     def parse(cls, raw: Any) -> DesignSpec:
+        """A config's ``design`` mapping: its own keys and any of the rules', side by side."""
         if raw is None:
             return cls()
         if not isinstance(raw, Mapping):
             raise ValueError(f"config field 'design' = {raw!r} is invalid: allowed a mapping")
-        own = ("kind", "enforce", "load", "itl_slo_ms", "ttft_slo_ms")
-        known = set(own) | {f.name for f in fields(Rules)}
+        own = {f.name for f in fields(cls)} - {"rules"}
+        known = own | {f.name for f in fields(Rules)}
         unknown = sorted(set(raw) - known, key=str)
         if unknown:
             raise ValueError(f"unknown design setting(s) {unknown}; known: {sorted(known)}")
-        kind = raw.get("kind", "scaled")
-        if kind not in KINDS:
-            raise ValueError(f"config field 'design.kind' = {kind!r} is invalid: allowed one of {list(KINDS)}")
-        enforce = raw.get("enforce", True)
-        if not isinstance(enforce, bool):
-            raise ValueError(f"config field 'design.enforce' = {enforce!r} is invalid: allowed true or false")
-        load = raw.get("load")
-        if (kind == "capacity") != (load is not None):
-            raise ValueError("config field 'design.load' belongs to capacity designs: design.kind: capacity "
-                             "needs it, and no other kind takes it")
-        if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float))
-                                 or not math.isfinite(load) or not 0 < load <= 10):
-            raise ValueError(f"config field 'design.load' = {load!r} is invalid: allowed a share in (0, 10]")
-        given = [raw.get("itl_slo_ms"), raw.get("ttft_slo_ms")]
-        if any(v is not None for v in given):
-            if kind != "capacity" or any(v is None for v in given):
-                raise ValueError("config fields 'design.itl_slo_ms' and 'design.ttft_slo_ms' go together, in a "
-                                 "capacity design (design.kind: capacity): the one SLO level a user gives")
-            for key, v in zip(("itl_slo_ms", "ttft_slo_ms"), given, strict=True):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 3.6e6:
-                    raise ValueError(f"config field 'design.{key}' = {v!r} is invalid: allowed milliseconds in "
-                                     "(0, 3600000]")
-        return cls(kind, enforce, Rules(**{k: v for k, v in raw.items() if k not in own}),
-                   None if load is None else float(load),
-                   *(None if v is None else float(v) for v in given))
+        rules = Rules(**{k: v for k, v in raw.items() if k not in own})
+        spec = cls(**{k: v for k, v in raw.items() if k in own}, rules=rules)
+        def real(v: float | None) -> float | None:  # a config's 2 is the float 2.0 a design computes with
+            return None if v is None else float(v)
+
+        return replace(spec, load=real(spec.load), itl_slo_ms=real(spec.itl_slo_ms), ttft_slo_ms=real(spec.ttft_slo_ms))
+
+
+def markdown_table() -> str:
+    """The design mapping's own keys as the trial reference's Markdown table (the rules': the Method chapter's)."""
+    return fields_table(DesignSpec, "key")
 
 
 def _largest_share(m: Measured, w: Workload, rules: Rules, target_s: float) -> float:

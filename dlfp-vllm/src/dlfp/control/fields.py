@@ -43,6 +43,8 @@ class Rule:
     """Does null (None) pass as well?"""
     says: str = ""
     """A ``nested`` field's allowed values in words (its own parser checks them)."""
+    shown: str = ""
+    """A ``nested`` field's default as the table shows it, where its JSON would say too much."""
 
     def choices(self) -> Sequence[str]:
         return self.words() if callable(self.words) else self.words
@@ -166,10 +168,11 @@ def number(default: float | None, unit: str, lo: float | str, hi: float | str, d
                                                        hi_open=hi_open, nullable=nullable)})
 
 
-def nested(says: str, doc: str, default: Any = ()) -> Any:
+def nested(says: str, doc: str, default: Any = (), shown: str = "") -> Any:
     """A value of a small language of its own (a workload's request classes, its arrival process), which the
-    holder's parser checks: declared here for its meaning and the reference table, ``says`` naming its form."""
-    return field(default=default, metadata={META: Rule("-", doc, "nested", says=says)})
+    holder's parser checks: declared here for its meaning and the reference table, ``says`` naming its form
+    (``shown``: its default in words, where its JSON would say too much)."""
+    return field(default=default, metadata={META: Rule("-", doc, "nested", says=says, shown=shown)})
 
 
 def texts(doc: str) -> Any:
@@ -210,8 +213,11 @@ def markdown_table(cls: type, first: str) -> str:
         return text.replace("|", "\\|")
 
     rows = [f"| {first} | default | unit | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
-    rows += [f"| `{f.name}` | `{json.dumps(default(f), default=_plain)}` | {cell(rule.unit)} | {cell(rule.allowed)} | "
-             f"{cell(rule.doc)} |" for f, rule in declared(cls)]
+    def shown(f: Field[Any], rule: Rule) -> str:
+        return cell(rule.shown) if rule.shown else f"`{json.dumps(default(f), default=_plain)}`"
+
+    rows += [f"| `{f.name}` | {shown(f, rule)} | {cell(rule.unit)} | {cell(rule.allowed)} | {cell(rule.doc)} |"
+             for f, rule in declared(cls)]
     return "\n".join(rows) + "\n"
 
 
