@@ -8,12 +8,13 @@ design turns into ``rate_rps`` and ``n_requests``). Values a design derives from
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dlfp.control.fields import first_invalid, mapping, number, pattern, settle
+from dlfp.control.fields import markdown_table as fields_table
+from dlfp.control.fields import rule as fields_rule
 from dlfp.control.params import DLFPConfigError, parse_params
 from dlfp.harness.engine import EngineSpec
 from dlfp.trials.design import DERIVED
@@ -28,25 +29,34 @@ def config_error(field: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"config field {field!r} = {value!r} is invalid: allowed {allowed}")
 
 
+ARM_NAME = r"[a-z0-9][a-z0-9_.-]{0,39}"
+"""An arm's name: it names a folder in every trial."""
+
+
 @dataclass(frozen=True)
 class ArmSpec:
-    """One arm: its name, DLFP parameters (``None``: stock scheduling) and engine overrides."""
+    """One arm: its name, DLFP parameters (``None``: stock scheduling) and engine overrides, each setting
+    declared once with its allowed values and meaning (:mod:`dlfp.control.fields`): :func:`parse_arms` checks a
+    config's arms by these declarations, and the trial reference page's table of arm keys is generated from
+    them (:func:`markdown_table`)."""
 
-    name: str
-    dlfp: dict[str, Any] | None
-    engine: dict[str, Any]
-    load: float | None = None
-    """Capacity designs: the load this arm runs at (None: the design's ``load``)."""
-    rate_rps: float | None = None
-    """The arrival rate this arm replays its trial's workload at (None: the workload's); a capacity
-    design sets it from ``load``."""
-    n_requests: int | None = None
-    """How many of its trial's requests (the first) this arm replays (None: all); a capacity design
-    sets it from ``load``."""
-    trials: int | None = None
-    """How many of the run's trials this arm runs in, the first ones (None: every one). A study runs more
-    trials only for the arms a close comparison reads (:func:`dlfp.studies.plans.capacity`'s goal arms), so
-    those comparisons get the power without every other arm paying for it."""
+    name: str = pattern(REFERENCE, ARM_NAME, "lower-case letters, digits, '-', '_' or '.', at most 40",
+                        "The arm's name: its folder in every trial and its label in every table.")
+    dlfp: dict[str, Any] | None = mapping("The arm's DLFP parameters (numbers may be derived values such as "
+                                          "@target_chunk); null: stock scheduling.", nullable=True)
+    engine: dict[str, Any] = mapping("Engine overrides among max_num_batched_tokens, long_prefill_token_threshold "
+                                     "and max_num_seqs (@sarathi_budget for a budget).")
+    load: float | None = number(None, "share", 0, 10, "Capacity designs: the load this arm runs at (null: the "
+                                "design's load).", lo_open=True, nullable=True)
+    rate_rps: float | None = number(None, "req/s", 0, 1e6, "The arrival rate this arm replays its trial's workload "
+                                    "at (null: the workload's); a capacity design sets it from load.", lo_open=True,
+                                    nullable=True)
+    n_requests: int | None = number(None, "requests", 1, 1_000_000, "How many of its trial's requests (the first) "
+                                    "this arm replays, at most workload.n_requests (null: all); a capacity design "
+                                    "sets it from load.", nullable=True, integer=True)
+    trials: int | None = number(None, "trials", 1, 1000, "How many of the run's trials this arm runs in, the "
+                                "first ones, at most the config's trials (null: every one): a study runs more "
+                                "trials only for the arms a close comparison reads.", nullable=True, integer=True)
 
     @property
     def label(self) -> str:
@@ -74,9 +84,6 @@ def arm_engine(engine: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
     return out
 
 
-_ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
-
-
 def parse_arms(raw: Any, engine: EngineSpec, check_engine: Callable[[Any], EngineSpec]) -> tuple[ArmSpec, ...]:
     """Validate the ``arms`` list: unique folder-safe names, a plain ``stock`` reference; each arm's
     engine (the config's ``engine`` with its overrides) is validated by ``check_engine``."""
@@ -90,19 +97,17 @@ def parse_arms(raw: Any, engine: EngineSpec, check_engine: Callable[[Any], Engin
         unknown = sorted(set(entry) - set(ARM_KEYS), key=str)
         if unknown:
             raise ValueError(f"unknown key(s) {unknown} in config field {where!r}; known: {sorted(ARM_KEYS)}")
-        for key in ("load", "rate_rps"):
-            value = entry.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or not 0 < value <= (10 if key == "load" else 1e6)):
-                raise config_error(f"{where}.{key}", value, "null or a number in (0, 10]" if key == "load"
-                            else "null or a rate in (0, 1e6] requests/s")
-        name = entry.get("name")
-        if not isinstance(name, str) or not _ARM_NAME.match(name):
-            raise config_error(f"{where}.name", name, "lower-case letters, digits, '-', '_' or '.', at most 40")
-        dlfp = entry.get("dlfp")
+        if "name" not in entry:  # no default here: an arm is named by its config
+            raise config_error(f"{where}.name", None, fields_rule(ArmSpec, "name").allowed)
+        # engine: null means no override, as an absent key does; the rest is checked by the declarations
+        given = ArmSpec(**{k: entry[k] for k in ARM_KEYS if k in entry and not (k == "engine" and entry[k] is None)})
+        refused = first_invalid(given)
+        if refused is not None:
+            key, value, allowed = refused
+            raise config_error(f"{where}.{key}", value, allowed)
+        settle(given)
+        dlfp = given.dlfp
         if dlfp is not None:
-            if not isinstance(dlfp, Mapping):
-                raise config_error(f"{where}.dlfp", dlfp, "null (stock scheduling) or a mapping of DLFP parameters")
             # enabled: false is an arm's own choice (a cadence baseline, control off); the rest is the runner's
             bad = sorted(k for k in set(dlfp) & {"enabled", "step_log"} if not (k == "enabled" and dlfp[k] is False))
             if bad:
@@ -112,22 +117,15 @@ def parse_arms(raw: Any, engine: EngineSpec, check_engine: Callable[[Any], Engin
                 parse_params(_placeholders(dlfp, DERIVED_DLFP_KEYS, f"{where}.dlfp"))
             except DLFPConfigError as exc:
                 raise ValueError(f"config field '{where}.dlfp': {exc}") from None
-        overrides = entry.get("engine") or {}
-        if not isinstance(overrides, Mapping) or set(overrides) - set(ARM_ENGINE_KEYS):
+        overrides = given.engine
+        if set(overrides) - set(ARM_ENGINE_KEYS):
             raise config_error(f"{where}.engine", overrides, f"a mapping with keys among {list(ARM_ENGINE_KEYS)}")
         check_engine({**arm_engine({k: v for k, v in engine.__dict__.items() if k not in ("dlfp", "sim", "extra")},
                               _placeholders(overrides, DERIVED_ENGINE_KEYS, f"{where}.engine")),
                  **({"sim": engine.sim} if engine.sim is not None else {})})
-        rate, n = entry.get("rate_rps"), entry.get("n_requests")
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise config_error(f"{where}.n_requests", n, "null or an integer >= 1 (at most workload.n_requests)")
-        trials = entry.get("trials")
-        if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
-            raise config_error(f"{where}.trials", trials, "null (every trial) or an integer >= 1 (at most the "
-                               "config's trials)")
-        arms.append(ArmSpec(name, None if dlfp is None else dict(dlfp), dict(overrides),
-                            None if entry.get("load") is None else float(entry["load"]),
-                            None if rate is None else float(rate), n, trials))
+        arms.append(ArmSpec(given.name, None if dlfp is None else dict(dlfp), dict(overrides),
+                            None if given.load is None else float(given.load),
+                            None if given.rate_rps is None else float(given.rate_rps), given.n_requests, given.trials))
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise config_error("arms", names, "unique arm names")
@@ -165,3 +163,8 @@ def _placeholders(values: Mapping[str, Any], keys: tuple[str, ...], where: str) 
                             f"are allowed for {list(keys)})")
             out[key] = 256
     return out
+
+
+def markdown_table() -> str:
+    """An arm's keys as the trial reference's Markdown table (``book/reference/trials.md`` holds it)."""
+    return fields_table(ArmSpec, "key")

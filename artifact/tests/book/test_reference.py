@@ -40,6 +40,8 @@ from dlfp.harness.workload import markdown_table as workload_table
 from dlfp.paths import PACKAGE, REPO_ROOT
 from dlfp.sim.config import SimConfig
 from dlfp.sim.config import markdown_table as sim_table
+from dlfp.trials.arms import ArmSpec
+from dlfp.trials.arms import markdown_table as arms_table
 from dlfp.trials.config import RunSettings, SLOs, settings_table, slo_table
 from dlfp.trials.design import DesignSpec, Rules
 from dlfp.trials.design import markdown_table as design_table
@@ -108,7 +110,8 @@ GENERATED = [("modeled.md", "dlfp.sim.config.markdown_table", sim_table, SimConf
              ("trials.md", "dlfp.trials.config.slo_table", slo_table, SLOs),
              ("cluster.md", "dlfp.cluster.sbatch.markdown_table", slurm_table, Slurm),
              ("trials.md", "dlfp.harness.workload.markdown_table", workload_table, WorkloadSpec),
-             ("trials.md", "dlfp.trials.design.markdown_table", design_table, DesignSpec)]
+             ("trials.md", "dlfp.trials.design.markdown_table", design_table, DesignSpec),
+             ("trials.md", "dlfp.trials.arms.markdown_table", arms_table, ArmSpec)]
 
 
 @pytest.mark.parametrize(("page", "source", "table", "cls"), GENERATED, ids=[g[1] for g in GENERATED])

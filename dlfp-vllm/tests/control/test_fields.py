@@ -22,6 +22,8 @@ from dlfp.control.fields import (
     nested,
     number,
     path,
+    pattern,
+    rule,
     settle,
     switch,
     texts,
@@ -182,3 +184,15 @@ def test_a_nested_value_is_its_parsers_to_check_and_its_default_is_written_as_a_
     assert rule.allowed == "{kind: a} or {kind: b}" and first_invalid(Outer(inner="anything")) is None  # type: ignore[arg-type]
     assert markdown_table(Outer, "key").splitlines()[-1] == (
         '| `inner` | `{"kind": "a"}` | - | {kind: a} or {kind: b} | a small language of its own |')
+
+
+@dataclass(frozen=True)
+class Named:
+    label: str = pattern("a", r"[a-z]{1,3}", "one to three lower-case letters", "a folder's name")
+
+
+def test_a_pattern_takes_whole_matches_only() -> None:
+    assert rule(Named, "label").allowed == "one to three lower-case letters"
+    assert first_invalid(Named("abc")) is None
+    for bad in ("abcd", "A", "", "a b", 3, None):
+        assert first_invalid(Named(bad)) == ("label", bad, "one to three lower-case letters")  # type: ignore[arg-type]

@@ -5,8 +5,9 @@ declaration and cannot drift apart.
 The kinds a configuration needs: a switch, one word of a list, one number of a list, a bounded number
 (integral or not, each bound a number or another field's name, open or closed), a name (any non-empty
 text, such as a shipped name or a path), an optional path, a list of text lines, a mapping whose entries
-another declaration checks, and a nested value of a small language its own parser checks. A switch, a
-name, a number or a mapping may also take null (``nullable``: "unset, the default decides").
+another declaration checks, a text of a given form, and a nested value of a small language its own parser
+checks. A switch, a name, a number or a mapping may also take null (``nullable``: "unset, the default
+decides").
 Rules between fields that are not bounds (two settings that exclude each other) stay with the class
 that holds them.
 """
@@ -14,6 +15,7 @@ that holds them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields, is_dataclass
 from numbers import Integral, Real
@@ -29,7 +31,7 @@ class Rule:
 
     unit: str
     doc: str
-    kind: Literal["switch", "word", "choice", "int", "float", "name", "path", "texts", "mapping", "nested"]
+    kind: Literal["switch", "word", "choice", "int", "float", "name", "pattern", "path", "texts", "mapping", "nested"]
     words: Sequence[str] | Callable[[], Sequence[str]] = ()
     """A ``word`` field's accepted values, or a function read at each check (a table that may grow)."""
     numbers: Sequence[int] = ()
@@ -70,7 +72,7 @@ class Rule:
     def _allowed(self) -> str:
         if self.kind == "mapping":
             return "a mapping"
-        if self.kind == "nested":
+        if self.kind in ("nested", "pattern"):
             return self.says
         if self.kind == "texts":
             return "a list of texts"
@@ -106,6 +108,8 @@ class Rule:
             return isinstance(value, int) and not isinstance(value, bool) and value in self.numbers
         if self.kind == "name":
             return isinstance(value, str) and bool(value)
+        if self.kind == "pattern":
+            return isinstance(value, str) and re.fullmatch(self.choices()[0], value) is not None
         if self.kind == "path":
             return value is None or (isinstance(value, str) and bool(value))
         if not isinstance(value, Real) or isinstance(value, bool):  # Real: numpy's numbers too (a trace's fit)
@@ -168,6 +172,11 @@ def number(default: float | None, unit: str, lo: float | str, hi: float | str, d
                                                        hi_open=hi_open, nullable=nullable)})
 
 
+def pattern(default: str, regex: str, says: str, doc: str) -> Any:
+    """A text that matches ``regex`` in full (a name that becomes a folder), ``says`` naming the form."""
+    return field(default=default, metadata={META: Rule("-", doc, "pattern", words=(regex,), says=says)})
+
+
 def nested(says: str, doc: str, default: Any = (), shown: str = "") -> Any:
     """A value of a small language of its own (a workload's request classes, its arrival process), which the
     holder's parser checks: declared here for its meaning and the reference table, ``says`` naming its form
@@ -219,6 +228,11 @@ def markdown_table(cls: type, first: str) -> str:
     rows += [f"| `{f.name}` | {shown(f, rule)} | {cell(rule.unit)} | {cell(rule.allowed)} | {cell(rule.doc)} |"
              for f, rule in declared(cls)]
     return "\n".join(rows) + "\n"
+
+
+def rule(cls: type, name: str) -> Rule:
+    """The rule field ``name`` of ``cls`` declares."""
+    return next(r for f, r in declared(cls) if f.name == name)
 
 
 def first_invalid(holder: object) -> tuple[str, Any, str] | None:
