@@ -37,7 +37,7 @@ def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_help_lists_its_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
-    assert "{schedule,driver,load,reuse,sim,virtual}" in capsys.readouterr().out
+    assert "{schedule,driver,load,reuse,sim,virtual,timed}" in capsys.readouterr().out
 
 
 def test_trial_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
