@@ -19,6 +19,13 @@ same seeded workload on a fresh engine; arms differ only in their scheduler sett
   that are fixed, uniform or clipped lognormal (:mod:`dlfp.harness.lengths`), each class within
   the model length.
 
+Each setting is declared once, with its unit, allowed values and meaning (:mod:`dlfp.control.fields`), in
+the class that holds it: :class:`RunSettings` and :class:`SLOs` here, :class:`~dlfp.harness.engine.EngineSpec`,
+:class:`~dlfp.trials.arms.ArmSpec`, :class:`~dlfp.trials.design.DesignSpec` and its rules,
+:class:`~dlfp.harness.workload.WorkloadSpec`. The checks, their messages and the reference pages' tables come
+from those declarations; what lies between settings (an arm's requests within the workload's, lengths within
+the model length) is checked here.
+
 The CPU defaults (:data:`CPU_DEFAULT`) are the paper's mix on the tiny weightless Qwen3: short
 interactive requests, long prompts arriving while they decode; the scaled design sets the rate
 and long-prompt share for the machine it runs on. The long prompts are 512-768 tokens rather than

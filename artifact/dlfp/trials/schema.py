@@ -243,8 +243,10 @@ def _check_plan(path: Path, manifest: Record) -> None:
     or doubled would drop a trial silently."""
     got = [(u["trial"], u["arm"]) for u in manifest["units"]]
     trials = manifest["config"].get("trials")
-    own = {a.get("name"): a.get("trials") for a in manifest["config"].get("arms") or [] if isinstance(a, dict)}
-    names = set(own) if own and None not in own else {a for _, a in got}  # the config's arms, where it names them
+    arms = [a for a in manifest["config"].get("arms") or [] if isinstance(a, dict)]
+    own = {a["name"]: a.get("trials") for a in arms if isinstance(a.get("name"), str)}
+    # the config's arms where it names each by a text (an edited name, a list say, cannot name a unit's folder)
+    names = set(own) if arms and all(isinstance(a.get("name"), str) for a in arms) else {a for _, a in got}
     planned = set(got) if not isinstance(trials, int) else {
         (k, a) for k in range(trials) for a in names if not isinstance(limit := own.get(a), int) or k < limit}
     if len(set(got)) != len(got) or set(got) != planned:

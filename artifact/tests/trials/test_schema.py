@@ -168,6 +168,17 @@ def test_lost_or_doubled_units_are_refused(tmp_path: Path) -> None:
         read_manifest(run)
 
 
+@pytest.mark.parametrize("name", [[], {"a": 1}, 3, None])
+def test_an_arm_name_edited_to_a_non_text_is_read_from_the_units(tmp_path: Path, name: Any) -> None:
+    """A fuzz find: a config arm's name edited to a list made the plan check raise TypeError (unhashable)
+    instead of the file's error. The units then say which arms ran, and the manifest reads as before."""
+    run = make_run(tmp_path, trials=2)
+    config = json.loads((run / MANIFEST).read_text(encoding="utf-8"))["config"]
+    config["arms"] = [{"name": name}, {"name": "dlfp", "dlfp": {}}]
+    edit_manifest(run, config=config)
+    assert {u.arm for u in read_manifest(run).units} == {"stock", "dlfp"}
+
+
 # --- check_status, complete_units -----------------------------------------------------------------
 
 
