@@ -27,8 +27,8 @@ from pathlib import Path
 
 from dlfp.cluster.estimate import slurm_time
 from dlfp.cluster.plan import Job, Plan
-from dlfp.control.fields import first_invalid, name, number, settle, switch, texts, word
 from dlfp.control.fields import markdown_table as fields_table
+from dlfp.control.fields import name, number, refuse_invalid, switch, texts, word
 from dlfp.paths import write_json_atomic, write_text_atomic
 
 SUBMISSION = "submission.json"
@@ -82,11 +82,8 @@ class Slurm:
     def __post_init__(self) -> None:
         if self.time is not None:  # first: a YAML time read as a number gets its own explanation
             _check_time(self.time)
-        bad = first_invalid(self)
-        if bad is not None:
-            key, value, allowed = bad
-            raise ValueError(f"cluster setting {key!r} = {value!r} is invalid: allowed {allowed}")
-        settle(self)
+        refuse_invalid(self, lambda key, value, allowed: ValueError(f"cluster setting {key!r} = {value!r} is invalid: "
+                                                          f"allowed {allowed}"))
         if self.python and self.conda_env:
             raise ValueError("cluster settings 'python' and 'conda_env' exclude each other: name one environment")
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlfp.control.fields import first_invalid, mapping, name, number, path, settle, switch, word
+from dlfp.control.fields import mapping, name, number, path, refuse_invalid, switch, word
 from dlfp.control.fields import markdown_table as fields_table
 from dlfp.control.params import parse_params
 from dlfp.harness import lifeline
@@ -97,10 +97,7 @@ class EngineSpec:
 
     def __post_init__(self) -> None:
         """Refuse what vLLM would only refuse after minutes of start-up, naming the field."""
-        bad = first_invalid(self)
-        if bad is not None:
-            raise _invalid(*bad)
-        settle(self)
+        refuse_invalid(self, _invalid)
         if not all(k.isidentifier() for k in self.extra):
             raise _invalid("extra", self.extra, "a mapping of vLLM engine argument names (identifiers) to values")
         if not _finite(self.extra):

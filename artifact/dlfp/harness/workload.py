@@ -36,8 +36,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dlfp.control.fields import first_invalid, nested, number, settle, word
 from dlfp.control.fields import markdown_table as fields_table
+from dlfp.control.fields import nested, number, refuse_invalid, word
 from dlfp.harness.lengths import LengthDist, bad, check_keys, check_positive
 
 MAX_REQUESTS = 1_000_000
@@ -97,9 +97,7 @@ class Arrival:
     def __post_init__(self) -> None:
         if self.kind == "poisson" and self.burstiness != 1.0:
             raise bad("burstiness", self.burstiness, "1 for kind poisson (use kind gamma for another shape)")
-        refused = first_invalid(self)
-        if refused is not None:
-            raise bad(*refused)
+        refuse_invalid(self, bad)
 
     @classmethod
     def parse(cls, raw: Any, where: str = "arrival") -> Arrival:
@@ -171,10 +169,7 @@ class WorkloadSpec:
                               "How the gaps between arrivals are drawn (Arrival); null: Poisson.", Arrival())
 
     def __post_init__(self) -> None:
-        refused = first_invalid(self)
-        if refused is not None:
-            raise bad(*refused)
-        settle(self)
+        refuse_invalid(self, bad)
         if not (isinstance(self.classes, tuple) and self.classes
                 and all(isinstance(c, RequestClass) for c in self.classes)):
             raise bad("classes", self.classes, "non-empty tuple of RequestClass")

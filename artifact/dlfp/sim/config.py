@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from dlfp.control.fields import choice, first_invalid, name, number, settle, switch, word
+from dlfp.control.fields import choice, name, number, refuse_invalid, switch, word
 from dlfp.control.fields import markdown_table as fields_table
 
 CONFIG_KEY = "dlfp_sim"
@@ -47,10 +47,7 @@ class SimConfig:
                                        "another than the default only with clock: virtual.")
 
     def __post_init__(self) -> None:
-        bad = first_invalid(self)
-        if bad is not None:
-            raise _fail(*bad)
-        settle(self)
+        refuse_invalid(self, _fail)
         if self.engine != DEFAULT_ENGINE and not self.virtual:
             raise _fail("engine", self.engine, f"{DEFAULT_ENGINE!r} (unset) with clock 'real', which runs the engine "
                         "core for real: an engine-core profile prices it in virtual time only")

@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dlfp.control.fields import first_invalid, mapping, number, pattern, settle
+from dlfp.control.fields import mapping, number, pattern, refuse_invalid
 from dlfp.control.fields import markdown_table as fields_table
 from dlfp.control.fields import rule as fields_rule
 from dlfp.control.params import DLFPConfigError, parse_params
 from dlfp.harness.engine import EngineSpec
+from dlfp.harness.workload import MAX_REQUESTS
 from dlfp.trials.design import DERIVED
 
 REFERENCE = "stock"
@@ -27,6 +28,11 @@ ARM_ENGINE_KEYS = ("max_num_batched_tokens", "long_prefill_token_threshold", "ma
 def config_error(field: str, value: Any, allowed: str) -> ValueError:
     """The error of one invalid config field, naming its value and what is allowed."""
     return ValueError(f"config field {field!r} = {value!r} is invalid: allowed {allowed}")
+
+
+def _refused_in(where: str) -> Callable[[str, Any, str], ValueError]:
+    """:func:`config_error` for a field of the mapping at ``where`` (``arms[2]``)."""
+    return lambda key, value, allowed: config_error(f"{where}.{key}", value, allowed)
 
 
 ARM_NAME = r"[a-z0-9][a-z0-9_.-]{0,39}"
@@ -51,7 +57,7 @@ class ArmSpec:
     rate_rps: float | None = number(None, "req/s", 0, 1e6, "The arrival rate this arm replays its trial's workload "
                                     "at (null: the workload's); a capacity design sets it from load.", lo_open=True,
                                     nullable=True)
-    n_requests: int | None = number(None, "requests", 1, 1_000_000, "How many of its trial's requests (the first) "
+    n_requests: int | None = number(None, "requests", 1, MAX_REQUESTS, "How many of its trial's requests (the first) "
                                     "this arm replays, at most workload.n_requests (null: all); a capacity design "
                                     "sets it from load.", nullable=True, integer=True)
     trials: int | None = number(None, "trials", 1, 1000, "How many of the run's trials this arm runs in, the "
@@ -101,11 +107,7 @@ def parse_arms(raw: Any, engine: EngineSpec, check_engine: Callable[[Any], Engin
             raise config_error(f"{where}.name", None, fields_rule(ArmSpec, "name").allowed)
         # engine: null means no override, as an absent key does; the rest is checked by the declarations
         given = ArmSpec(**{k: entry[k] for k in ARM_KEYS if k in entry and not (k == "engine" and entry[k] is None)})
-        refused = first_invalid(given)
-        if refused is not None:
-            key, value, allowed = refused
-            raise config_error(f"{where}.{key}", value, allowed)
-        settle(given)
+        refuse_invalid(given, _refused_in(where))
         dlfp = given.dlfp
         if dlfp is not None:
             # enabled: false is an arm's own choice (a cadence baseline, control off); the rest is the runner's

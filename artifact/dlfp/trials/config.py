@@ -44,8 +44,8 @@ from typing import Any
 
 import yaml
 
-from dlfp.control.fields import first_invalid, name, number, settle, switch
 from dlfp.control.fields import markdown_table as fields_table
+from dlfp.control.fields import name, number, refuse_invalid, switch
 from dlfp.control.params import DLFPConfigError, parse_params
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.workload import PAPER_MIX_CLASSES, WorkloadSpec
@@ -105,10 +105,7 @@ class RunSettings:
                                                           "during a unit.", lo_open=True)
 
     def __post_init__(self) -> None:
-        bad = first_invalid(self)
-        if bad is not None:
-            raise _fail(*bad)
-        settle(self)
+        refuse_invalid(self, _fail)
 
 
 @dataclass(frozen=True)
@@ -121,9 +118,7 @@ class SLOs:
                                                    "designs set it from the pre-flight).", lo_open=True)
 
     def __post_init__(self) -> None:
-        bad = first_invalid(self)
-        if bad is not None:
-            raise _fail(f"slo.{bad[0]}", *bad[1:])
+        refuse_invalid(self, lambda key, value, allowed: _fail(f"slo.{key}", value, allowed))
 
 
 def settings_table() -> str:

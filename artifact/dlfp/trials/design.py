@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from dlfp.control.fields import declared, first_invalid, nested, number, switch, word
+from dlfp.control.fields import declared, nested, number, refuse_invalid, switch, word
 from dlfp.control.fields import markdown_table as fields_table
 from dlfp.trials.prediction import (
     Measured,
@@ -86,6 +86,10 @@ class DesignError(ValueError):
 
 BIG = 1e6
 """The upper bound of a rule that has no natural one: a finite number, so infinity and NaN are refused."""
+
+
+def _refused(key: str, value: Any, allowed: str) -> ValueError:
+    return ValueError(f"config field 'design.{key}' = {value!r} is invalid: allowed {allowed}")
 
 
 def _share(default: float, doc: str) -> Any:
@@ -128,10 +132,7 @@ class Rules:
                                       "(the machine was not the one the design was derived on).", above=1)
 
     def __post_init__(self) -> None:
-        bad = first_invalid(self)
-        if bad is not None:
-            name, value, allowed = bad
-            raise ValueError(f"config field 'design.{name}' = {value!r} is invalid: allowed {allowed}")
+        refuse_invalid(self, _refused)
         if not self.min_stall_share <= self.stall_share <= self.max_stall_share:
             raise ValueError(f"config field 'design.stall_share' = {self.stall_share!r} is invalid: allowed "
                              f"[min_stall_share, max_stall_share] = [{self.min_stall_share}, {self.max_stall_share}]")
@@ -159,10 +160,7 @@ class DesignSpec:
                                        "itl_slo_ms.", lo_open=True, nullable=True)
 
     def __post_init__(self) -> None:
-        bad = first_invalid(self)
-        if bad is not None:
-            key, value, allowed = bad
-            raise ValueError(f"config field 'design.{key}' = {value!r} is invalid: allowed {allowed}")
+        refuse_invalid(self, _refused)
         if (self.kind == "capacity") != (self.load is not None):
             raise ValueError("config field 'design.load' belongs to capacity designs: design.kind: capacity "
                              "needs it, and no other kind takes it")

@@ -23,6 +23,7 @@ from dlfp.control.fields import (
     number,
     path,
     pattern,
+    refuse_invalid,
     rule,
     settle,
     switch,
@@ -196,3 +197,14 @@ def test_a_pattern_takes_whole_matches_only() -> None:
     assert first_invalid(Named("abc")) is None
     for bad in ("abcd", "A", "", "a b", 3, None):
         assert first_invalid(Named(bad)) == ("label", bad, "one to three lower-case letters")  # type: ignore[arg-type]
+
+
+def test_refuse_invalid_raises_the_holders_own_error_or_settles() -> None:
+    def refuse(key: str, value: Any, allowed: str) -> ValueError:
+        return ValueError(f"toy {key} = {value!r}: {allowed}")
+
+    with pytest.raises(ValueError, match=r"^toy low = 0: \[1, 100\]$"):
+        refuse_invalid(Toy(low=0), refuse)
+    toy = Toy(low=8.0)  # type: ignore[arg-type]
+    refuse_invalid(toy, refuse)
+    assert type(toy.low) is int

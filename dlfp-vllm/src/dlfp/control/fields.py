@@ -245,6 +245,15 @@ def first_invalid(holder: object) -> tuple[str, Any, str] | None:
     return None
 
 
+def refuse_invalid(holder: object, refuse: Callable[[str, Any, str], Exception]) -> None:
+    """A declared class's whole check, its ``__post_init__``'s one call: raise ``refuse(name, value, allowed)``
+    for the first field its rule refuses (each class words its own message), else :func:`settle` the values."""
+    bad = first_invalid(holder)
+    if bad is not None:
+        raise refuse(*bad)
+    settle(holder)
+
+
 def settle(holder: object) -> None:
     """After the check, give each value the type the code after it counts on, in place (frozen dataclasses too):
     an integral float of an integer field the int it means (a config may write 64.0), a list of texts a tuple

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from dlfp.control.fields import declared, first_invalid, number, path, settle, switch, word
+from dlfp.control.fields import declared, number, path, refuse_invalid, switch, word
 from dlfp.control.fields import markdown_table as fields_table
 from dlfp.control.registry import NAMES, REGISTRY
 
@@ -128,11 +128,8 @@ def markdown_table() -> str:
 
 
 def _validate(p: DLFPParams) -> None:
-    bad = first_invalid(p)
-    if bad is not None:
-        name, value, allowed = bad
-        raise DLFPConfigError(f"dlfp parameter {name!r} = {value!r} is invalid: allowed {allowed}")
-    settle(p)  # 64.0 counts as 64 from here on
+    refuse_invalid(p, lambda name, value, allowed: DLFPConfigError(f"dlfp parameter {name!r} = {value!r} is invalid: "
+                                                          f"allowed {allowed}"))  # and 64.0 counts as 64 from here on
     if p.prefill_every > 1 and p.prefill_interval > 1:
         raise DLFPConfigError(f"dlfp parameters 'prefill_every' = {p.prefill_every} and 'prefill_interval' = "
                               f"{p.prefill_interval} are two cadences: set at most one above 1")
