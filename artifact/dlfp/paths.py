@@ -24,6 +24,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,9 @@ def model_path(name: str, cache_dir: str | None = None, need: str = "config.json
     snapshot of hub id ``name`` in ``cache_dir`` (None: Hugging Face's default cache)."""
     if name in MODELS:
         return str(CONFIG_ROOT / name)
-    if (Path(name) / need).is_file():
+    if _is(Path(name) / need, Path.is_file):
         return str(Path(name))
-    if HUB_ID.match(name) and not Path(name).exists():
+    if HUB_ID.match(name) and not _is(Path(name), Path.exists):
         snapshot = _cached_snapshot(name, cache_dir)
         if snapshot is not None and (Path(snapshot) / need).is_file():
             return snapshot
@@ -54,6 +55,15 @@ def model_path(name: str, cache_dir: str | None = None, need: str = "config.json
                          "trials never download (fill the cache first, e.g. `hf download` on a node with network)")
     raise ValueError(f"unknown model {name!r}: use one of {list(MODELS)}, a directory with {need}, "
                      "or a hub id in the Hugging Face cache")
+
+
+def _is(path: Path, test: Callable[[Path], bool]) -> bool:
+    """``test(path)``, false where the name cannot be a path here (too long: ``OSError``), so that such a
+    name is refused as an unknown model, in words, not as a traceback."""
+    try:
+        return test(path)
+    except OSError:
+        return False
 
 
 def model_label(name: str) -> str:

@@ -1,27 +1,48 @@
 """Helpers for the papermill notebooks: parameter checks that fail before any work starts.
 
-A notebook's parameters arrive as plain values injected by papermill; these functions turn
-them into validated configs or raise ``ValueError`` naming the parameter, its value and what
-is allowed, so the executed notebook shows a readable message and papermill exits non-zero.
+A notebook's parameters arrive as plain values injected by papermill; their forms are declared and
+checked in :mod:`dlfp.book.parameters`, and these functions turn them into validated configs and runs
+or raise the same ``ValueError`` naming the parameter, its value and what is allowed, so the executed
+notebook shows a readable message and papermill exits non-zero.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from dlfp.book.parameters import Generalization, refuse
 from dlfp.control.params import parse_params
 from dlfp.paths import model_label, model_path
 from dlfp.trials.config import TrialConfig, merge, parse_config, read_yaml
 
+if TYPE_CHECKING:
+    from dlfp.analysis.runs import RunData
+
 
 def require(ok: bool, name: str, value: Any, allowed: str) -> None:
-    """Raise a ``ValueError`` naming a notebook parameter unless ``ok``."""
+    """Raise the ``ValueError`` of an invalid notebook parameter (:func:`dlfp.book.parameters.refuse`) unless
+    ``ok``: what a parameter's value must hold beyond its declared form."""
     if not ok:
-        raise ValueError(f"notebook parameter {name!r} = {value!r} is invalid: allowed {allowed}")
+        raise refuse(name, value, allowed)
+
+
+def run_folder(run_dir: str) -> Path:
+    """``run_dir`` as a run folder (one with a manifest), or the error naming the parameter."""
+    require(Path(run_dir, "manifest.json").is_file(), "run_dir", run_dir, "a run folder with manifest.json")
+    return Path(run_dir)
+
+
+def rendered_run(run_dir: str) -> RunData:
+    """The paired run a results page leads with: a run folder with at least one complete paired trial."""
+    from dlfp.analysis.runs import load_run
+
+    run = load_run(run_folder(run_dir))
+    require(len(run.trials) > 0, "run_dir", run_dir, "a run with at least one complete paired trial")
+    return run
 
 
 class Plain(str):
@@ -83,12 +104,7 @@ def generalization_plan(base_config: str, models: Sequence[str], tensor_parallel
     Each run's load and targets come from its own pre-flight (the config's ``design``), so one
     base config serves every model shape.
     """
-    require(isinstance(models, list | tuple) and bool(models) and all(isinstance(m, str) for m in models),
-            "models", models, "a list of model names")
-    require(isinstance(out_root, str), "out_root", out_root, "a folder path")
-    require(isinstance(tensor_parallel_sizes, list | tuple) and bool(tensor_parallel_sizes)
-            and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tensor_parallel_sizes),
-            "tensor_parallel_sizes", tensor_parallel_sizes, "a list of integers >= 1")
+    Generalization(models=models, tensor_parallel_sizes=tensor_parallel_sizes, out_root=out_root)  # their forms
     base = config_with_overrides(base_config, overrides)
     labels: dict[str, str] = {}
     for m in models:

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from dlfp.book.parameters import check_all
 from dlfp.trials.progress import duration
 
 NOTEBOOKS = ("00_verify", "01_paired_trials", "02_generalization", "03_results", "04_reproducibility")
@@ -272,6 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     select_pairs(params, args.models, args.tensor_parallel_sizes)
     book = root if args.no_book and args.notebooks_out else prepare_book(root, args.book_dir)
     target, logs = load_target(args.params), args.logs or root / LOGS
+    try:
+        check_all(names, params, target, str(args.params))
+    except ValueError as exc:
+        print(f"[pipeline] refused before any notebook ran: {exc}", file=sys.stderr)
+        return 2
     with _sigterm_waits_for_the_kernel() as stopped:
         try:
             execute(root, args.notebooks_out or book / "book" / "generated", params, names, target, logs)

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dlfp.book.pipeline import effective_parameters, load_target, notebook_parameters
+from dlfp.book.parameters import check_all
+from dlfp.book.pipeline import NOTEBOOKS, effective_parameters, load_target, notebook_parameters
 from dlfp.cluster import estimate
 from dlfp.trials.config import TrialConfig
 from dlfp.trials.runfolder import MANIFEST
@@ -251,6 +252,7 @@ def _plan(planner: _Planner) -> Plan:
     cfg01 = _paired_config(planner)
     run = layout.runs / cfg01.name
     params = planner.params(run)
+    check_all(NOTEBOOKS, params, planner.target, str(layout.params))  # a typo refused before any submission
     common = planner.common_args(run)
     skipped: list[tuple[str, str]] = []
     real, modeled = _generalization(planner, params)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import MISSING, Field, asdict, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, is_dataclass, replace
 from numbers import Integral, Real
 from typing import Any, Literal
 
@@ -184,14 +184,23 @@ def nested(says: str, doc: str, default: Any = (), shown: str = "") -> Any:
     return field(default=default, metadata={META: Rule("-", doc, "nested", says=says, shown=shown)})
 
 
-def texts(doc: str) -> Any:
-    """A list of text lines, empty by default (kept as a tuple: :func:`settle`)."""
-    return field(default=(), metadata={META: Rule("-", doc, "texts")})
+def texts(doc: str, default: Sequence[str] = ()) -> Any:
+    """A list of texts, empty by default (kept as a tuple: :func:`settle`)."""
+    return field(default=tuple(default), metadata={META: Rule("-", doc, "texts")})
 
 
 def path(doc: str) -> Any:
     """An optional file path (``None``: none)."""
     return field(default=None, metadata={META: Rule("path", doc, "path")})
+
+
+def same_as(cls: type, name: str, default: Any, doc: str) -> Any:
+    """A field that takes what field ``name`` of ``cls`` takes (its kind, unit and bounds, declared there once), with
+    its own default and meaning; bounds that name another field of ``cls`` are refused (they would not be here)."""
+    taken = rule(cls, name)
+    if isinstance(taken.lo, str) or isinstance(taken.hi, str):
+        raise TypeError(f"{cls.__name__}.{name}'s bounds name its other fields: declare the field in full")
+    return field(default=default, metadata={META: replace(taken, doc=doc)})
 
 
 def declared(cls: type) -> Iterator[tuple[Field[Any], Rule]]:
