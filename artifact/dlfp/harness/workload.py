@@ -37,8 +37,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dlfp.control.fields import markdown_table as fields_table
+from dlfp.control.fields import name as text_name
 from dlfp.control.fields import nested, number, refuse_invalid, word
-from dlfp.harness.lengths import LengthDist, bad, check_keys, check_positive
+from dlfp.harness.lengths import LengthDist, bad, check_keys
 
 MAX_REQUESTS = 1_000_000
 """Most requests one workload may hold: a typo must not exhaust memory after the pre-flight."""
@@ -122,19 +123,23 @@ class Arrival:
         return rng.gamma(self.burstiness, 1.0 / (rate_rps * self.burstiness), n)
 
 
+LENGTHS = ("a number or {fixed: n}, {uniform: [lo, hi]} or {lognormal: {median, min, max and one of sigma, p90, "
+           "mean}}")
+"""The length language :meth:`dlfp.harness.lengths.LengthDist.parse` reads."""
+
+
 @dataclass(frozen=True, slots=True)
 class RequestClass:
     """A kind of request (e.g. short interactive, long document) and how often it occurs."""
 
-    name: str
-    weight: float
-    prompt_len: LengthDist
-    output_len: LengthDist
+    name: str = text_name("", "The class's name, unique in the workload (a trace's `cls` column).", shown="required")
+    weight: float = number(1.0, "-", 0, math.inf, "Its share of the requests: its weight over the weights' sum.",
+                           lo_open=True, hi_open=True)
+    prompt_len: LengthDist = nested(LENGTHS, "The prompt's length in tokens (LengthDist).", None, shown="required")
+    output_len: LengthDist = nested(LENGTHS, "The output's length in tokens (LengthDist).", None, shown="required")
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.name, str) and self.name):
-            raise bad("name", self.name, "non-empty string")
-        check_positive("weight", self.weight)
+        refuse_invalid(self, bad)
         for name in ("prompt_len", "output_len"):
             if not isinstance(getattr(self, name), LengthDist):
                 raise bad(name, getattr(self, name), "a LengthDist")
@@ -145,8 +150,9 @@ class RequestClass:
         check_keys(where, raw, ("name", "prompt_len", "output_len"), ("weight",))
         prompt = LengthDist.parse(raw["prompt_len"], f"{where}.prompt_len")
         output = LengthDist.parse(raw["output_len"], f"{where}.output_len")
-        try:
-            return cls(raw["name"], raw.get("weight", 1.0), prompt, output)
+        try:  # an unset weight is the declared default
+            return cls(name=raw["name"], prompt_len=prompt, output_len=output,
+                       **{k: raw[k] for k in ("weight",) if k in raw})
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
 
@@ -365,3 +371,8 @@ def load(path: str | os.PathLike[str]) -> list[Request]:
 def markdown_table() -> str:
     """The workload mapping's settings as the trial reference's Markdown table (``book/reference/trials.md``)."""
     return fields_table(WorkloadSpec, "key")
+
+
+def classes_table() -> str:
+    """A request class's keys (an entry of ``workload.classes``) as the trial reference's Markdown table."""
+    return fields_table(RequestClass, "key")

@@ -48,46 +48,62 @@ from typing import Any
 
 import yaml
 
+from dlfp.control.fields import Rule
+
 PROFILE_DIR = Path(__file__).with_name("profiles")
 SOURCES = ("public spec", "assumed", "measured")
 GiB = 1 << 30
 
-# Profile schema: section -> key -> (field name, must be <= 1). Every value is positive.
-_SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
+def _positive(unit: str, doc: str, *, fraction: bool = False) -> Rule:
+    """A profile number's rule: positive and finite, or a fraction in (0, 1]."""
+    return Rule(unit, doc, "float", lo=0, hi=1 if fraction else math.inf, lo_open=True, hi_open=not fraction)
+
+
+_SCHEMA: dict[str, dict[str, tuple[str, Rule]]] = {
     "compute": {
-        "peak_tflops": ("peak_tflops", False),
-        "matmul_efficiency": ("matmul_efficiency", True),
-        "attention_efficiency": ("attention_efficiency", True),
+        "peak_tflops": ("peak_tflops", _positive("TFLOP/s", "Dense peak of the model's dtype (tensor cores, no "
+                                                            "sparsity).")),
+        "matmul_efficiency": ("matmul_efficiency", _positive("-", "The fraction of the peak a step's matmuls reach.",
+                                                             fraction=True)),
+        "attention_efficiency": ("attention_efficiency", _positive("-", "The fraction of the peak attention reaches.",
+                                                                   fraction=True)),
     },
     "memory": {
-        "bandwidth_gbps": ("memory_gbps", False),
-        "efficiency": ("memory_efficiency", True),
-        "capacity_gib": ("capacity_gib", False),
-        "activation_reserve_gib": ("activation_reserve_gib", False),
+        "bandwidth_gbps": ("memory_gbps", _positive("GB/s", "Memory bandwidth per GPU (10^9 bytes per second).")),
+        "efficiency": ("memory_efficiency", _positive("-", "The fraction of the bandwidth a step's streaming "
+                                                           "reaches.", fraction=True)),
+        "capacity_gib": ("capacity_gib", _positive("GiB", "Memory per GPU.")),
+        "activation_reserve_gib": ("activation_reserve_gib", _positive("GiB", "Held back per GPU for activations, "
+                                                                              "CUDA graphs and the context.")),
     },
     "interconnect": {
-        "bandwidth_gbps": ("link_gbps", False),
-        "efficiency": ("link_efficiency", True),
-        "allreduce_latency_us": ("allreduce_latency_us", False),
+        "bandwidth_gbps": ("link_gbps", _positive("GB/s", "GPU-to-GPU link bandwidth per GPU, both directions.")),
+        "efficiency": ("link_efficiency", _positive("-", "The fraction of it an all-reduce reaches.", fraction=True)),
+        "allreduce_latency_us": ("allreduce_latency_us", _positive("us", "The fixed latency of one all-reduce.")),
     },
     "host": {
-        "step_fixed_us": ("host_step_us", False),
-        "per_request_us": ("host_request_us", False),
+        "step_fixed_us": ("host_step_us", _positive("us", "The model runner's host time per step (input "
+                                                          "preparation, launch, sampler).")),
+        "per_request_us": ("host_request_us", _positive("us", "The model runner's host time per scheduled request.")),
     },
 }
+"""A device profile's sections: key -> (:class:`Profile` field, its rule). Each value is ``{value, source}``."""
 ENGINE_DIR = PROFILE_DIR / "engine"
 ENGINE_SECTION = "engine"
 _ENGINE_TOP = {"name", "description", "references", ENGINE_SECTION}
-_ENGINE_KEYS: dict[str, str] = {
-    "schedule_us": "schedule_us",
-    "schedule_per_request_us": "schedule_request_us",
-    "update_us": "update_us",
-    "update_per_request_us": "update_request_us",
-    "output_us": "output_us",
-    "output_per_request_us": "output_request_us",
-    "input_us": "input_us",
+_ENGINE_KEYS: dict[str, tuple[str, Rule]] = {
+    "schedule_us": ("schedule_us", _positive("us", "One `schedule()` call.")),
+    "schedule_per_request_us": ("schedule_request_us", _positive("us", "`schedule()`'s time per request it "
+                                                                       "schedules.")),
+    "update_us": ("update_us", _positive("us", "One `update_from_output` call.")),
+    "update_per_request_us": ("update_request_us", _positive("us", "Its time per request in the step.")),
+    "output_us": ("output_us", _positive("us", "From the end of `update_from_output` until the client holds the "
+                                               "step's tokens (output thread, serialization, ZMQ, the front end).")),
+    "output_per_request_us": ("output_request_us", _positive("us", "Its time per request with output.")),
+    "input_us": ("input_us", _positive("us", "From a request's arrival at the client until the engine core can "
+                                             "schedule it.")),
 }
-"""An engine-core profile's ``engine`` section: key -> :class:`EngineHost` field (every value positive)."""
+"""An engine-core profile's ``engine`` section: key -> (:class:`EngineHost` field, its rule)."""
 _TOP_LEVEL = {"name", "device", "references", *_SCHEMA}
 
 
@@ -130,7 +146,7 @@ class EngineHost:
 
 def engine_section(host: EngineHost, source: str) -> dict[str, dict[str, Any]]:
     """``host`` as a profile file's ``engine`` section, every value from ``source`` (one of :data:`SOURCES`)."""
-    return {key: {"value": getattr(host, field), "source": source} for key, field in _ENGINE_KEYS.items()}
+    return {key: {"value": getattr(host, field), "source": source} for key, (field, _) in _ENGINE_KEYS.items()}
 
 
 def parse_engine_host(raw: Any, origin: str = "engine profile") -> EngineHost:
@@ -142,8 +158,8 @@ def parse_engine_host(raw: Any, origin: str = "engine profile") -> EngineHost:
     if unknown:
         raise ValueError(f"{origin}: unknown key(s) {unknown}; known: {sorted(_ENGINE_TOP)}")
     body = _section(raw, ENGINE_SECTION, _ENGINE_KEYS, origin)
-    return EngineHost(**{field: _number(body.get(key), f"{ENGINE_SECTION}.{key}", False, origin)
-                         for key, field in _ENGINE_KEYS.items()})
+    return EngineHost(**{field: _number(body.get(key), f"{ENGINE_SECTION}.{key}", rule, origin)
+                         for key, (field, rule) in _ENGINE_KEYS.items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,8 +257,8 @@ def parse_profile(raw: Any, origin: str = "profile") -> Profile:
     values: dict[str, float] = {}
     for section, keys in _SCHEMA.items():
         body = _section(raw, section, keys, origin)
-        for key, (field, at_most_one) in keys.items():
-            values[field] = _number(body.get(key), f"{section}.{key}", at_most_one, origin)
+        for key, (field, rule) in keys.items():
+            values[field] = _number(body.get(key), f"{section}.{key}", rule, origin)
     return Profile(name=raw["name"], device=raw["device"], **values)
 
 
@@ -258,7 +274,7 @@ def _section(raw: Mapping[str, Any], section: str, keys: Mapping[str, Any], orig
     return body
 
 
-def _number(entry: Any, key: str, at_most_one: bool, origin: str) -> float:
+def _number(entry: Any, key: str, rule: Rule, origin: str) -> float:
     if entry is None:
         raise ValueError(f"{origin}: missing {key!r}")
     if not isinstance(entry, Mapping) or set(entry) != {"value", "source"}:
@@ -268,9 +284,20 @@ def _number(entry: Any, key: str, at_most_one: bool, origin: str) -> float:
         raise ValueError(f"{origin}: {key!r} source {source!r} must be one of {list(SOURCES)}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{origin}: {key!r} value {value!r} is not a number")
-    if value <= 0 or (at_most_one and value > 1):
-        raise ValueError(f"{origin}: {key!r} value {value!r} must be in {'(0, 1]' if at_most_one else '(0, inf)'}")
+    if not rule.accepts(value, None):
+        raise ValueError(f"{origin}: {key!r} value {value!r} must be in {rule.allowed}")
     return float(value)
+
+
+def markdown_table() -> str:
+    """Every number of a device profile and of an engine-core profile (``book/reference/modeled.md``), each
+    written ``{value, source}``: generated from :data:`_SCHEMA` and :data:`_ENGINE_KEYS`, which check them."""
+    rows = ["| key | unit | allowed | meaning |", "| --- | --- | --- | --- |"]
+    sections = [*_SCHEMA.items(), (f"{ENGINE_SECTION} (an engine-core profile)", _ENGINE_KEYS)]
+    for section, keys in sections:
+        rows += [f"| `{section.split()[0]}.{key}` | {rule.unit} | {rule.allowed} | {rule.doc} |"
+                 for key, (_, rule) in keys.items()]
+    return "\n".join(rows) + "\n"
 
 
 def engine_file(name_or_path: str | Path) -> Path:

@@ -148,10 +148,10 @@ def choice(default: int, numbers: Sequence[int], unit: str, doc: str) -> Any:
     return field(default=default, metadata={META: Rule(unit, doc, "choice", numbers=tuple(numbers))})
 
 
-def name(default: str | None, doc: str, *, nullable: bool = False) -> Any:
+def name(default: str | None, doc: str, *, nullable: bool = False, shown: str = "") -> Any:
     """A non-empty text field: a shipped name or a file path, resolved by whoever reads it (``nullable``: or
-    null)."""
-    return field(default=default, metadata={META: Rule("-", doc, "name", nullable=nullable)})
+    null; ``shown``: the default as the table says it, "required" where the default only fills a place)."""
+    return field(default=default, metadata={META: Rule("-", doc, "name", nullable=nullable, shown=shown)})
 
 
 def mapping(doc: str, *, nullable: bool = False) -> Any:
