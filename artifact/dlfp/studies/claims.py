@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ from dlfp.analysis.labels import build, engine_gpus, source_line
 from dlfp.analysis.runs import RunData, load_run, trial_rows
 from dlfp.analysis.stats import paired, t_ci
 from dlfp.analysis.tables import regime
+from dlfp.control.fields import name as text_name
+from dlfp.control.fields import number, refuse_invalid, same_as, word
+from dlfp.harness.engine import DTYPES, EngineSpec
 from dlfp.paths import CONFIGS
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.design import RULE_DOCS
@@ -46,9 +50,28 @@ EVIDENCE = ("measured (CPU engine)", "measured (GPU)", "simulated (modeled accel
 a GPU its manifest's checksum and telemetry cannot show (:attr:`dlfp.trials.schema.Manifest.device_unverified`):
 judged, but never in the GPU column."""
 VERDICTS = ("reproduced", "not reproduced", "not testable here")
-SETTING: dict[str, type | tuple[type, ...]] = {"model": str, "dtype": str, "tensor_parallel_size": int, "gpu": str,
-                                              "gpu_memory_gib_at_least": (int, float)}
-"""The keys of ``claims.yaml``'s ``setting``: the paper's model, dtype, TP size, GPU name and memory."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setting:
+    """``claims.yaml``'s ``setting``: the paper's, on which a run in the ``gpu`` slot is judged (elsewhere its
+    rows say how its setting differs). Every key is required."""
+
+    model: str = text_name("", "The paper's model (a shipped name, a checkpoint directory or a hub id).",
+                           shown="required")
+    dtype: str = word("bfloat16", DTYPES, "Its precision.")
+    tensor_parallel_size: int = same_as(EngineSpec, "tensor_parallel_size", 1, "Its GPUs per engine.")
+    gpu: str = text_name("", "A text the GPU's NVML name contains (A100).", shown="required")
+    gpu_memory_gib_at_least: float = number(0.0, "GiB", 0, math.inf, "The least memory per GPU (an 80 GB A100 "
+                                            "reports about 79 GiB).", lo_open=True, hi_open=True)
+
+    def __post_init__(self) -> None:
+        refuse_invalid(self, lambda key, value, allowed: ValueError(
+            f"setting {key!r} = {value!r} is invalid: allowed {allowed}"))
+
+
+SETTING = tuple(f.name for f in fields(Setting))
+"""The keys of ``claims.yaml``'s ``setting``, each required."""
 VALUES = ("itl_reduction", "output_agreement", "failures", "slo_change_abs", "ttft_of_slo")
 REGIME_BOUND = ("itl_reduction",)
 """Values that only mean something inside the design's regime (stalls the pooled P99 can see)."""
@@ -63,11 +86,7 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
     claims = raw.get("claims") if isinstance(raw, dict) else None
     if not isinstance(claims, list) or not claims:
         raise ValueError(f"{path}: expected a non-empty list under 'claims'")
-    setting = raw.get("setting")
-    if setting is not None and not (isinstance(setting, dict) and set(setting) == set(SETTING) and all(
-            isinstance(setting[k], t) and not isinstance(setting[k], bool) for k, t in SETTING.items())):
-        raise ValueError(f"{path}: setting {setting!r}: expected a mapping of exactly {', '.join(SETTING)} "
-                         "(the paper's model, dtype, TP size, GPU name and its least memory in GiB)")
+    setting = _setting(path, raw.get("setting"))
     for i, claim in enumerate(claims):
         if not isinstance(claim, dict):
             raise ValueError(f"{path}: claims[{i}] is {claim!r}; expected a mapping {{id, claim, paper, rows}}")
@@ -101,6 +120,18 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
             raise ValueError(f"{path}: claim {claim['id']!r} has design_implied {implied!r}; expected "
                              f"{{rules: [names of design rules, from {sorted(RULE_DOCS)}], why: words}}")
     return claims
+
+
+def _setting(path: Path, raw: Any) -> Setting | None:
+    if raw is None:
+        return None
+    if not (isinstance(raw, dict) and set(raw) == set(SETTING)):
+        raise ValueError(f"{path}: setting {raw!r}: expected a mapping of exactly {', '.join(SETTING)} "
+                         "(the paper's model, dtype, TP size, GPU name and its least memory in GiB)")
+    try:
+        return Setting(**raw)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def _check_expect(path: Path, claim_id: str, expect: Any) -> None:
@@ -237,25 +268,25 @@ def _model_name(model: str) -> str:
     return Path(model.rstrip("/")).name.lower()
 
 
-def setting_differences(run: RunData, setting: Mapping[str, Any]) -> list[str]:
+def setting_differences(run: RunData, setting: Setting) -> list[str]:
     """How a measured run's setting differs from ``setting`` (model, dtype, TP size, and the GPUs
     its engine ran on, by name and memory), one phrase each; empty when it is the paper's."""
     engine = run.config.engine
     out = []
-    if _model_name(engine.model) != _model_name(setting["model"]):
-        out.append(f"model {engine.model} instead of {setting['model']}")
-    if engine.dtype.replace("bf16", "bfloat16") != setting["dtype"]:
-        out.append(f"dtype {engine.dtype} instead of {setting['dtype']}")
-    if engine.tensor_parallel_size != setting["tensor_parallel_size"]:
-        out.append(f"TP {engine.tensor_parallel_size} instead of {setting['tensor_parallel_size']}")
+    if _model_name(engine.model) != _model_name(setting.model):
+        out.append(f"model {engine.model} instead of {setting.model}")
+    if engine.dtype.replace("bf16", "bfloat16") != setting.dtype:
+        out.append(f"dtype {engine.dtype} instead of {setting.dtype}")
+    if engine.tensor_parallel_size != setting.tensor_parallel_size:
+        out.append(f"TP {engine.tensor_parallel_size} instead of {setting.tensor_parallel_size}")
     gpus = engine_gpus(run.manifest.hardware or {}, engine.tensor_parallel_size)
-    wanted = f"{setting['gpu']} with at least {setting['gpu_memory_gib_at_least']:g} GiB"
+    wanted = f"{setting.gpu} with at least {setting.gpu_memory_gib_at_least:g} GiB"
     if not gpus:
         out.append(f"GPU not recorded (no NVML record in the manifest) where {wanted} is the setting")
     for g in gpus:
         name, memory = str(g.get("name") or "unknown GPU"), g.get("memory_gib")
-        if setting["gpu"].lower() not in name.lower() or not isinstance(memory, (int, float)) or \
-                memory < setting["gpu_memory_gib_at_least"]:
+        if setting.gpu.lower() not in name.lower() or not isinstance(memory, (int, float)) or \
+                memory < setting.gpu_memory_gib_at_least:
             size = f", {memory:.0f} GiB" if isinstance(memory, (int, float)) else ""
             out.append(f"GPU {name}{size} instead of {wanted}")
     return list(dict.fromkeys(out))

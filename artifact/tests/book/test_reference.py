@@ -41,6 +41,7 @@ from dlfp.paths import PACKAGE, REPO_ROOT
 from dlfp.sim.config import SimConfig
 from dlfp.sim.config import markdown_table as sim_table
 from dlfp.sim.costmodel import markdown_table as costmodel_table
+from dlfp.studies.durations import markdown_table as durations_table
 from dlfp.trials.arms import ArmSpec
 from dlfp.trials.arms import markdown_table as arms_table
 from dlfp.trials.config import RunSettings, SLOs, settings_table, slo_table
@@ -133,6 +134,11 @@ def _the_generated_table_is_pasted(page: str, source: str, table: Any) -> None:
     assert found.group(1) == table(), (
         f"{page}'s table is not the generated one: paste the output of "
         f"`python -c 'from {module} import {func}; print({func}(), end=\"\")'`")
+
+
+def test_the_studies_page_holds_the_durations_the_committed_manifests_record() -> None:
+    """Every duration on the studies page is this generated table's: regenerating a run changes it here."""
+    _the_generated_table_is_pasted("studies.md", "dlfp.studies.durations.markdown_table", durations_table)
 
 
 def test_the_cost_profile_page_holds_the_table_its_reader_checks_by() -> None:

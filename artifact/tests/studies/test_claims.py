@@ -470,6 +470,13 @@ def test_a_model_is_named_alike_by_hub_id_path_or_name() -> None:
 
 def test_the_setting_is_validated(tmp_path: Path) -> None:
     path = tmp_path / "claims.yaml"
-    path.write_text(yaml.safe_dump({"setting": {"model": "x"}, "claims": DECLARED}), encoding="utf-8")
+    raw = yaml.safe_load(CLAIMS_FILE.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**raw, "setting": {"model": "x"}}), encoding="utf-8")
     with pytest.raises(ValueError, match="setting"):
+        load_claims(path)
+    path.write_text(yaml.safe_dump({**raw, "setting": {**raw["setting"], "tensor_parallel_size": 0}}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"setting 'tensor_parallel_size' = 0 is invalid: allowed \[1, 64\]"):
+        load_claims(path)
+    path.write_text(yaml.safe_dump({**raw, "setting": {**raw["setting"], "dtype": "fp4"}}), encoding="utf-8")
+    with pytest.raises(ValueError, match="setting 'dtype' = 'fp4' is invalid: allowed float32 or bfloat16"):
         load_claims(path)
