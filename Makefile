@@ -192,7 +192,7 @@ GPU_CAL_ARGS ?=
 .PHONY: gpu-calibrate
 gpu-calibrate:
 	mkdir -p $(dir $(GPU_OUT))
-	PYTHONPATH=artifact$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON_GPU) -m dlfp.sim.gpucal $(if $(GPU_BASE),--base $(GPU_BASE)) \
+	PYTHONPATH=artifact:dlfp-vllm/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON_GPU) -m dlfp.sim.gpucal $(if $(GPU_BASE),--base $(GPU_BASE)) \
 	  --models $(GPU_MODELS) --max-seconds $(GPU_MAX_SECONDS) --out $(GPU_OUT) $(GPU_CAL_ARGS)
 
 # Commit the built book (_build/html) to this repository's gh-pages branch and push it to

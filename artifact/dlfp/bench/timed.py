@@ -51,6 +51,45 @@ def pytest_sessions(lines: Iterable[str]) -> list[dict[str, Any]]:
     return sessions
 
 
+PIPELINE_DONE = re.compile(r"^\[pipeline\] (?P<name>\S+) done in (?P<took>.+?) \(notebook \d+/\d+\)$")
+PIPELINE_TOTAL = re.compile(r"^\[pipeline\] .*\btotal (?P<took>.+?); kernel output in ")
+"""``dlfp pipeline``'s own lines (:mod:`dlfp.book.pipeline`): each notebook's end, and the job's total."""
+_TOOK = re.compile(r"^(?:(?P<h>\d+) h )?(?:(?P<m>\d+) min)? ?(?:(?P<s>\d+) s)?$")
+
+
+def _seconds(took: str) -> float | None:
+    """``1 h 02 min``, ``3 min 05 s`` or ``42 s`` (:func:`dlfp.trials.progress.duration`) in seconds."""
+    m = _TOOK.match(took.strip())
+    if m is None or not any(m.groups()):
+        return None
+    return float(int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0))
+
+
+def pipeline_phases(lines: Iterable[str]) -> dict[str, float]:
+    """What a ``dlfp pipeline`` run printed of its phases: each notebook's seconds, in order, and ``total`` (the
+    notebooks and the book build); empty for another command."""
+    phases: dict[str, float] = {}
+    for line in lines:
+        text = line.strip()
+        for pattern, key in ((PIPELINE_DONE, None), (PIPELINE_TOTAL, "total")):
+            m = pattern.match(text)
+            took = _seconds(m["took"]) if m else None
+            if m and took is not None:
+                phases[key or m["name"]] = took
+    return phases
+
+
+def phase_words(record: Mapping[str, Any]) -> str:
+    """The phases of a timed pipeline as a page states them: "set-up 2 min 5 s, 00_verify 1 min 8 s, ..., the
+    book 40 s" (set-up: the wall time before the pipeline's total; the book: its total after the notebooks)."""
+    phases = dict(record.get("phases") or {})
+    total = phases.pop("total", None)
+    if total is None:
+        raise ValueError(f"timing {record.get('name')!r}: no pipeline phases were recorded")
+    words = [f"set-up {minutes(record['wall_s'] - total)}"] + [f"{k} {minutes(v)}" for k, v in phases.items()]
+    return ", ".join([*words, f"the book {minutes(max(0.0, total - sum(phases.values())))}"])
+
+
 def minutes(seconds: float) -> str:
     """2661.4 -> "44 min 21 s"; under a minute, "48 s"."""
     whole = round(seconds)
@@ -146,7 +185,8 @@ def measure(name: str, command: list[str], fresh_clone: bool, out: Path = TIMING
         raise
     record = {"name": name, "command": command, "fresh_clone": fresh_clone, "git": git,
               "machine": cpu_host(describe_hardware()), "date": started, "wall_s": round(wall_s, 1),
-              "returncode": returncode, "pytest": pytest_sessions(lines)}
+              "returncode": returncode, "pytest": pytest_sessions(lines),
+              **({"phases": phases} if (phases := pipeline_phases(lines)) else {})}
     write_json_atomic(out / f"{name}.json", record)
     print(f"dlfp bench timed: {name}: {minutes(wall_s)}, exit status {returncode} -> {out / f'{name}.json'}",
           file=sys.stderr)

@@ -48,7 +48,7 @@ checks). ``--max-seconds`` fits what a short allocation measured, and says so in
 The base profile must describe the GPU measured (:mod:`dlfp.sim.devicenames` chooses it by the GPU's
 name and refuses one of another model). Run it on a GPU node (``make gpu-calibrate``)::
 
-    PYTHONPATH=artifact python3 -m dlfp.sim.gpucal --models qwen3-0.6b,qwen3-8b --out measured.yaml
+    PYTHONPATH=artifact:dlfp-vllm/src python3 -m dlfp.sim.gpucal --models qwen3-0.6b,qwen3-8b --out measured.yaml
 
 and a CPU dry run of the plumbing (seconds; the numbers mean nothing)::
 

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from dlfp.bench.timed import TIMINGS, duration_words, measure, minutes, pytest_sessions, read_timing
+from dlfp.bench.timed import (
+    TIMINGS,
+    duration_words,
+    measure,
+    minutes,
+    phase_words,
+    pipeline_phases,
+    pytest_sessions,
+    read_timing,
+)
 from dlfp.cli import main as dlfp_main
 from dlfp.paths import REPO_ROOT
 
@@ -86,5 +95,42 @@ def test_each_committed_timing_is_stated_once_in_its_own_words(name: str) -> Non
     """A measured duration is written on one page, in :func:`duration_words`' words (the others link to it):
     remeasuring a command fails here until the page says the new number."""
     words = duration_words(read_timing(name))
+    pages = [p.relative_to(REPO_ROOT) for p in PAGES if words in p.read_text(encoding="utf-8")]
+    assert len(pages) == 1, f"{name}: {words!r} is stated on {pages or 'no page'}"
+
+
+PIPELINE_OUTPUT = """\
+pip install ...
+[pipeline] 00_verify (notebook 1/2) ...; kernel output: build/logs/00_verify.log
+[pipeline] 00_verify done in 1 min 08 s (notebook 1/2)
+[run] 3 of 6 units to run
+[pipeline] 01_paired_trials done in 1 h 02 min (notebook 2/2)
+[pipeline] building the book strictly; Sphinx output: build/logs/book.log
+[pipeline] book at _build/html/index.html; total 1 h 04 min; kernel output in build/logs
+"""
+
+
+def test_a_pipelines_phases_are_read_from_its_own_lines() -> None:
+    phases = pipeline_phases(PIPELINE_OUTPUT.splitlines())
+    assert phases == {"00_verify": 68.0, "01_paired_trials": 3720.0, "total": 3840.0}
+    assert pipeline_phases(["[pipeline] x done in soon (notebook 1/1)", "1800 passed in 3.0s"]) == {}
+    record = {"name": "make-artifact", "wall_s": 3960.0, "phases": phases}
+    assert phase_words(record) == "set-up 2 min 0 s, 00_verify 1 min 8 s, 01_paired_trials 62 min 0 s, the book 52 s"
+    with pytest.raises(ValueError, match="no pipeline phases"):
+        phase_words({"name": "make-test", "wall_s": 1.0})
+
+
+def test_a_timed_pipeline_records_its_phases(tmp_path: Path) -> None:
+    script = "import sys; sys.stderr.write(" + repr(PIPELINE_OUTPUT) + ")"
+    record = measure("p", [sys.executable, "-c", script], fresh_clone=False, out=tmp_path)
+    assert record["phases"]["total"] == 3840.0 and json.loads((tmp_path / "p.json").read_text())["phases"] == \
+        record["phases"]
+    assert "phases" not in measure("q", [sys.executable, "-c", "print(1)"], fresh_clone=False, out=tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in TIMINGS.glob("*.json")
+                                        if "phases" in json.loads(p.read_text(encoding="utf-8"))))
+def test_each_committed_pipelines_phases_are_stated_once(name: str) -> None:
+    words = phase_words(read_timing(name))
     pages = [p.relative_to(REPO_ROOT) for p in PAGES if words in p.read_text(encoding="utf-8")]
     assert len(pages) == 1, f"{name}: {words!r} is stated on {pages or 'no page'}"
