@@ -25,6 +25,7 @@ import pandas as pd
 import yaml
 
 from dlfp.analysis.capacity_tables import column
+from dlfp.control.fields import number, refuse_invalid
 from dlfp.paths import CONFIGS
 from dlfp.studies.capacity_ratio import compare, family_confidence
 from dlfp.studies.setting import FIXED_BUDGET, best_single_budget, judged_pairs, ranks
@@ -32,28 +33,55 @@ from dlfp.studies.setting import FIXED_BUDGET, best_single_budget, judged_pairs,
 GOAL_FILE = CONFIGS / "controller-goal.yaml"
 
 
-@dataclass(frozen=True, slots=True)
+def _ratio(doc: str) -> Any:
+    """A capacity ratio of the goal: above 0, at most 10 (every criterion is set in the goal file)."""
+    return number(None, "x", 0, 10, doc, lo_open=True, integer=False)
+
+
+def _share(doc: str) -> Any:
+    """A share of pairs or a relative margin: above 0, at most 1."""
+    return number(None, "-", 0, 1, doc, lo_open=True, integer=False)
+
+
+def _refuse(key: str, value: Any, allowed: str) -> ValueError:
+    return ValueError(f"{key} = {value!r} is outside {allowed}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PerTargetBudget:
-    point_at_least: float
-    interval_low_at_least: float
-    confidence: float
+    point_at_least: float = _ratio("The least mean capacity ratio to the target's own best fixed budget.")
+    interval_low_at_least: float = _ratio("The least lower end of that log ratio's interval.")
+    confidence: float = number(None, "-", 0.5, 1, "The interval's confidence, corrected for the pairs judged.",
+                               lo_open=True, integer=False)
+
+    def __post_init__(self) -> None:
+        refuse_invalid(self, _refuse)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SingleBudget:
-    point_at_least: float
-    share_of_pairs: float
+    point_at_least: float = _ratio("The least mean ratio to the best single fixed budget across targets.")
+    share_of_pairs: float = _share("On at least this share of the pairs.")
+
+    def __post_init__(self) -> None:
+        refuse_invalid(self, _refuse)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bound:
-    point_at_least: float
-    share_of_pairs: float
+    point_at_least: float = _ratio("The least mean capacity as a share of the pair's capacity bound.")
+    share_of_pairs: float = _share("On at least this share of the pairs.")
+
+    def __post_init__(self) -> None:
+        refuse_invalid(self, _refuse)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TTFTAtCapacity:
-    within: float
+    within: float = _share("P99 TTFT at most (1 + within) x the best among the arms that meet the ITL SLO there.")
+
+    def __post_init__(self) -> None:
+        refuse_invalid(self, _refuse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +97,6 @@ class Goal:
 
 _CRITERIA = {"per_target_budget": PerTargetBudget, "single_budget": SingleBudget, "bound": Bound,
              "ttft_at_capacity": TTFTAtCapacity}
-_RANGES = {"point_at_least": (0.0, 10.0), "interval_low_at_least": (0.0, 10.0), "confidence": (0.5, 1.0),
-           "share_of_pairs": (0.0, 1.0), "within": (0.0, 1.0)}
 
 
 def load_goal(path: Path = GOAL_FILE) -> Goal:
@@ -90,11 +116,10 @@ def load_goal(path: Path = GOAL_FILE) -> Goal:
         fields = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(given, dict) or set(given) != fields:
             raise ValueError(f"{path}: criterion {name!r} needs exactly {sorted(fields)}, got {given!r}")
-        for key, value in given.items():
-            lo, hi = _RANGES[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo < value <= hi:
-                raise ValueError(f"{path}: {name}.{key} = {value!r} is outside ({lo}, {hi}]")
-        built[name] = cls(**{k: float(v) for k, v in given.items()})
+        try:  # each bound declared once, on the criterion's class
+            built[name] = cls(**given)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {name}.{exc}") from None
     return Goal(arms=tuple(arms), **built)
 
 
