@@ -4,8 +4,9 @@ from a capacity run's tables.
 
 Each criterion is a statement over the capacity study's target and SLO-level pairs (the file's comments
 say what each means); :func:`load_goal` refuses a file that is missing a criterion, names one it does
-not know, or sets a share or ratio outside its range. :func:`judge` gives each judged arm's standing on
-each pair, criterion by criterion, and :func:`verdicts` each criterion's verdict per arm: *met*, *not
+not know, or sets a share or ratio outside its range, and reads the held-out workloads (their pairs judged
+alone as well, :func:`held_out_sentence`) with the plug-in's defaults as they stood when they were named.
+:func:`judge` gives each judged arm's standing on each pair, criterion by criterion, and :func:`verdicts` each criterion's verdict per arm: *met*, *not
 met*, or *undecided* where a pair it needs cannot be read (a censored or single-trial ratio, no rate at
 or below the capacity). A pair counts only where its trials rank anything
 (:func:`dlfp.studies.setting.ranks`); the others are named, not counted. Every criterion can come out
@@ -26,6 +27,7 @@ import yaml
 
 from dlfp.analysis.capacity_tables import column
 from dlfp.control.fields import number, refuse_invalid
+from dlfp.control.params import parse_params
 from dlfp.paths import CONFIGS
 from dlfp.studies.capacity_ratio import compare, family_confidence
 from dlfp.studies.setting import FIXED_BUDGET, best_single_budget, judged_pairs, ranks
@@ -85,14 +87,25 @@ class TTFTAtCapacity:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldOut:
+    """The workloads the controllers were not developed on (the goal file's comments say why each): their
+    pairs are judged alone as well, and ``defaults`` are the plug-in's parameter defaults when they were
+    named (a test holds :class:`dlfp.control.params.DLFPParams` to them)."""
+
+    targets: tuple[str, ...]
+    defaults: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Goal:
-    """The declared goal: the arms judged and the four criteria."""
+    """The declared goal: the arms judged, the four criteria and the held-out workloads."""
 
     arms: tuple[str, ...]
     per_target_budget: PerTargetBudget
     single_budget: SingleBudget
     bound: Bound
     ttft_at_capacity: TTFTAtCapacity
+    held_out: HeldOut = HeldOut((), {})
 
 
 _CRITERIA = {"per_target_budget": PerTargetBudget, "single_budget": SingleBudget, "bound": Bound,
@@ -102,8 +115,8 @@ _CRITERIA = {"per_target_budget": PerTargetBudget, "single_budget": SingleBudget
 def load_goal(path: Path = GOAL_FILE) -> Goal:
     """The goal in ``path``, validated (module docstring); a ValueError names what is wrong."""
     raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(raw, dict) or set(raw) != {"arms", "criteria"}:
-        raise ValueError(f"{path}: needs exactly the keys 'arms' and 'criteria'")
+    if not isinstance(raw, dict) or set(raw) != {"arms", "criteria", "held_out"}:
+        raise ValueError(f"{path}: needs exactly the keys 'arms', 'criteria' and 'held_out'")
     arms = raw["arms"]
     if not (isinstance(arms, list) and arms and all(isinstance(a, str) and a for a in arms)):
         raise ValueError(f"{path}: 'arms' must list arm names, got {arms!r}")
@@ -120,7 +133,21 @@ def load_goal(path: Path = GOAL_FILE) -> Goal:
             built[name] = cls(**given)
         except ValueError as exc:
             raise ValueError(f"{path}: {name}.{exc}") from None
-    return Goal(arms=tuple(arms), **built)
+    return Goal(arms=tuple(arms), **built, held_out=_held_out(path, raw["held_out"]))
+
+
+def _held_out(path: Path, raw: Any) -> HeldOut:
+    if not isinstance(raw, dict) or set(raw) != {"targets", "defaults"}:
+        raise ValueError(f"{path}: 'held_out' needs exactly the keys 'targets' and 'defaults', got {raw!r}")
+    targets = raw["targets"]
+    if not (isinstance(targets, list) and targets and all(isinstance(t, str) and t for t in targets)):
+        raise ValueError(f"{path}: held_out.targets must list capacity-study targets, got {targets!r}")
+    defaults = raw["defaults"]
+    try:
+        parse_params(defaults)  # the plug-in's own check: a mapping of its parameters, each valid
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: held_out.defaults: {exc}") from None
+    return HeldOut(tuple(targets), dict(defaults))
 
 
 MET, NOT_MET, UNDECIDED = "met", "not met", "undecided"
@@ -323,10 +350,29 @@ def sentence(goal: Goal, judged: pd.DataFrame, verdict: pd.DataFrame, trials: pd
         if not len(judged) or arm not in set(judged.arm):
             parts.append(f"{arm} is not in these runs, so nothing is judged for it")
             continue
-        said = ", ".join(f"{r.criterion.replace('_', ' ')} {r.verdict} ({r['pass']} of {r.pairs} pairs pass)"
-                         for _, r in mine.iterrows())
-        parts.append(f"{arm}: {said}")
-    return parts[0] + ": " + "; ".join(parts[1:]) + "."
+        parts.append(f"{arm}: {_said(mine)}")
+    return parts[0] + ": " + "; ".join(parts[1:]) + "." + held_out_sentence(goal, judged)
+
+
+def _said(mine: pd.DataFrame) -> str:
+    return ", ".join(f"{r.criterion.replace('_', ' ')} {r.verdict} ({r['pass']} of {r.pairs} pairs pass)"
+                     for _, r in mine.iterrows())
+
+
+def held_out_sentence(goal: Goal, judged: pd.DataFrame) -> str:
+    """The same criteria on the held-out targets' pairs alone (``" "`` and a sentence; empty where the goal
+    names none): what the goal says on workloads the controllers were not developed on."""
+    names = goal.held_out.targets
+    if not names:
+        return ""
+    mine = judged[judged.target.isin(names)] if len(judged) else judged
+    head = (f" On the held-out workloads alone ({', '.join(names)}, named in the goal file with the plug-in's "
+            "defaults, which a test holds the plug-in to)")
+    if not len(mine):
+        return head + ": none of their pairs is judged in these runs."
+    verdict = verdicts(goal, mine)
+    return head + ": " + "; ".join(f"{arm}: {_said(verdict[verdict.arm == arm])}" for arm in goal.arms
+                                   if arm in set(mine.arm)) + "."
 
 
 def shown(goal: Goal, judged: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
