@@ -6,9 +6,9 @@ Each criterion is a statement over the capacity study's target and SLO-level pai
 say what each means); :func:`load_goal` refuses a file that is missing a criterion, names one it does
 not know, or sets a share or ratio outside its range, and reads the held-out workloads (their pairs judged
 alone as well, :func:`held_out_sentence`) with the plug-in's defaults as they stood when they were named.
-:func:`judge` gives each judged arm's standing on each pair, criterion by criterion, and :func:`verdicts` each criterion's verdict per arm: *met*, *not
-met*, or *undecided* where a pair it needs cannot be read (a censored or single-trial ratio, no rate at
-or below the capacity). A pair counts only where its trials rank anything
+:func:`judge` gives each judged arm's standing on each pair, criterion by criterion, and :func:`verdicts`
+each criterion's verdict per arm: *met*, *not met*, or *undecided* where a pair it needs cannot be read (a
+censored or single-trial ratio, no rate at or below the capacity). A pair counts only where its trials rank anything
 (:func:`dlfp.studies.setting.ranks`); the others are named, not counted. Every criterion can come out
 either way: each is a comparison of a measured value with the file's number.
 """
