@@ -26,7 +26,8 @@ chapter renders the committed folders (``data/runs/study-*``).
   a tenth of the host time per step) and stalls too rare to reach the pooled P99 (a design at
   0.5% stall share).
 * **capacity** (issue 20): per target one run, a sweep of arrival rates set as stock's predicted
-  prefill load (:data:`dlfp.trials.sweep.LOADS`): every arm once per load (arm ``<name>_<load>``;
+  prefill load (:data:`dlfp.trials.sweep.LOADS`, and a target's :data:`LOWER_LOADS` below them): every arm
+  once per load (arm ``<name>_<load>``;
   the plain ``stock`` is stock at the lowest), each trial's requests replayed at every rate (paired
   by seed across arms and loads), SLOs at two levels (tight, relaxed) from the run's one pre-flight.
   Arms whose parameters do not name the SLO run once and are judged at both levels; DLFP's
@@ -145,6 +146,12 @@ FIELD_CAPACITY_ARMS = ("stock", "mbt-512", "mbt-2048", "cap", "cadence-4", "inte
                        "dlfp-slo", "dlfp-deadline")
 """The field workload's reduced arm set: its requests are long (hundreds of output tokens, real time
 on the modeled GPU), so fewer arms."""
+LOWER_LOADS: dict[str, tuple[float, ...]] = {"cpu-tiny": (0.05, 0.1)}
+"""Loads below :data:`dlfp.trials.sweep.LOADS` where a target's grid must reach lower (issue 39): a pair in
+which no arm meets both SLOs in every trial at the lowest rate swept ranks nothing, every arm tied in failure
+(:func:`dlfp.studies.setting.ranks`). The committed CPU-engine run's tight pair did so at load 0.15 (9.55
+req/s: the fixed budgets missed the ITL SLO, the controllers the TTFT SLO); a third and two thirds of that
+load go below it. The book names every pair that still ranks nothing, which is where to extend next."""
 CAPACITY_REQUESTS = 160
 """Fewest requests of the top load's units (fewer at lower loads, the same arrival span:
 :func:`dlfp.trials.sweep.requests_at_load`), more where they would arrive faster than
@@ -262,22 +269,31 @@ def _held_slos(arm: dict[str, Any], level: str) -> dict[str, str]:
     return {key: f"@{key.removesuffix('_ms')}_{level}" for key in reads}
 
 
+def capacity_loads(target: str) -> tuple[float, ...]:
+    """The loads a target's capacity run sweeps, lowest first: the study's own and the target's
+    :data:`LOWER_LOADS`."""
+    from dlfp.trials.sweep import LOADS
+
+    return tuple(sorted({*LOWER_LOADS.get(target, ()), *LOADS}))
+
+
 def capacity_arms(target: str, levels: tuple[str, ...] | None = None,
                   only: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    """The capacity run's arms: every arm at every load (fixed arms once, SLO arms once per level of
-    ``levels``, default the study's two), an arm's loads consecutive so that one engine serves them;
-    plain ``stock`` at the lowest load. ``only``: these arms (default: the target's set)."""
-    from dlfp.trials.sweep import LEVELS, LOADS
+    """The capacity run's arms: every arm at every load of :func:`capacity_loads` (fixed arms once, SLO arms
+    once per level of ``levels``, default the study's two), an arm's loads consecutive so that one engine
+    serves them; plain ``stock`` at the lowest load. ``only``: these arms (default: the target's set)."""
+    from dlfp.trials.sweep import LEVELS
 
+    loads = capacity_loads(target)
     levels = LEVELS if levels is None else levels
     reduced = only or {"cpu-tiny": CPU_CAPACITY_ARMS, FIELD_TARGET: FIELD_CAPACITY_ARMS}.get(target)
     keep = (lambda name: True) if reduced is None else (lambda name: name in reduced)
     fixed = [a for a in CAPACITY_FIXED_ARMS if keep(a["name"])]
     held = [{"name": ArmId(a["name"], level).held, "dlfp": {**a["dlfp"], **_held_slos(a, level)}}
             for a in SLO_ARMS if keep(a["name"]) for level in levels]
-    return [{"name": REFERENCE} if a["name"] == REFERENCE and load == LOADS[0] else
+    return [{"name": REFERENCE} if a["name"] == REFERENCE and load == loads[0] else
             {**a, "name": ArmId.parse(a["name"]).at(load).name, "load": load}
-            for a in [*fixed, *held] for load in LOADS]
+            for a in [*fixed, *held] for load in loads]
 
 
 def goal_arm(unit: str, controllers: tuple[str, ...]) -> bool:
@@ -310,14 +326,13 @@ def capacity(trials: int = TRIALS, requests: int = CAPACITY_REQUESTS,
     capacity's t interval needs them as a boundary's does); the studies' request mix everywhere but on
     :data:`FIELD_TARGET`, which keeps its config's workload (arrival process and classes). ``goal_trials``:
     the controller goal's arms in that many trials, the rest in ``trials`` (:func:`with_goal_trials`)."""
-    from dlfp.trials.sweep import LOADS
-
     plan = []
     trials = max(trials, REGIME_TRIALS)
     for target in targets:
         arms, n = with_goal_trials(capacity_arms(target), trials, goal_trials)
+        lowest = capacity_loads(target)[0]  # the plain stock arm's, which the design's own load is
         over = {**_common(n, requests), "arms": arms, "reuse_engine": True,
-                "token_ids": False, "design": {"kind": "capacity", "load": LOADS[0], "enforce": False},
+                "token_ids": False, "design": {"kind": "capacity", "load": lowest, "enforce": False},
                 "name": f"study-capacity-{target}"}
         if target == FIELD_TARGET:
             raw = merge(_load(CONFIGS / "workloads-field.yaml"), over)
