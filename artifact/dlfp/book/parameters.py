@@ -34,7 +34,6 @@ from dlfp.control.fields import (
     same_as,
     switch,
     texts,
-    word,
 )
 from dlfp.harness.engine import EngineSpec
 
@@ -57,7 +56,7 @@ class Verify:
                                     "directory or a cached hub id (random weights either way).")
     tensor_parallel_size: int = same_as(EngineSpec, "tensor_parallel_size", 1, "GPUs of the engine the check starts "
                                                                                "(TP).")
-    dtype: str = word("float32", ("float32", "bfloat16", "float16"), "The engine's precision.")
+    dtype: str = same_as(EngineSpec, "dtype", "float32", "The engine's precision.")
     expected_vllm: str = pattern("0.32.0", r"\d+\.\d+\.\d+", "a version such as 0.32.0",
                                  "The vLLM version the artifact is pinned to: another installed one fails the check.")
     work_dir: str = name("build/verify", "Scratch space for the check's step log and engine output (emptied first).")

@@ -271,13 +271,13 @@ def main(argv: list[str] | None = None) -> int:
         names = tuple(n for n in NOTEBOOKS if n in args.only)
     params = notebook_parameters(args.run, args.gen, args.sim, args.reduced)
     select_pairs(params, args.models, args.tensor_parallel_sizes)
-    book = root if args.no_book and args.notebooks_out else prepare_book(root, args.book_dir)
     target, logs = load_target(args.params), args.logs or root / LOGS
     try:
         check_all(names, params, target, str(args.params))
     except ValueError as exc:
         print(f"[pipeline] refused before any notebook ran: {exc}", file=sys.stderr)
         return 2
+    book = root if args.no_book and args.notebooks_out else prepare_book(root, args.book_dir)
     with _sigterm_waits_for_the_kernel() as stopped:
         try:
             execute(root, args.notebooks_out or book / "book" / "generated", params, names, target, logs)

@@ -48,11 +48,6 @@ def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
         raise bad(name, value, allowed)
 
 
-def check_positive(name: str, value: Any) -> None:
-    if not (is_number(value) and math.isfinite(value) and value > 0):
-        raise bad(name, value, "finite number > 0")
-
-
 def check_keys(where: str, raw: Any, required: Iterable[str], optional: Iterable[str] = ()) -> None:
     """Refuse non-mappings, unknown keys and missing keys, naming them."""
     req, known = set(required), set(required) | set(optional)

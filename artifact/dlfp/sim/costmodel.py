@@ -293,9 +293,8 @@ def markdown_table() -> str:
     """Every number of a device profile and of an engine-core profile (``book/reference/modeled.md``), each
     written ``{value, source}``: generated from :data:`_SCHEMA` and :data:`_ENGINE_KEYS`, which check them."""
     rows = ["| key | unit | allowed | meaning |", "| --- | --- | --- | --- |"]
-    sections = [*_SCHEMA.items(), (f"{ENGINE_SECTION} (an engine-core profile)", _ENGINE_KEYS)]
-    for section, keys in sections:
-        rows += [f"| `{section.split()[0]}.{key}` | {rule.unit} | {rule.allowed} | {rule.doc} |"
+    for section, keys in [*_SCHEMA.items(), (ENGINE_SECTION, _ENGINE_KEYS)]:
+        rows += [f"| `{section}.{key}` | {rule.unit} | {rule.allowed} | {rule.doc} |"
                  for key, (_, rule) in keys.items()]
     return "\n".join(rows) + "\n"
 

@@ -105,7 +105,7 @@ class Goal:
     single_budget: SingleBudget
     bound: Bound
     ttft_at_capacity: TTFTAtCapacity
-    held_out: HeldOut = HeldOut((), {})
+    held_out: HeldOut
 
 
 _CRITERIA = {"per_target_budget": PerTargetBudget, "single_budget": SingleBudget, "bound": Bound,

@@ -81,7 +81,7 @@ def test_the_defaults_pass(name: str) -> None:
 @pytest.mark.parametrize(("cls", "field", "value", "allowed"), [
     (Verify, "tensor_parallel_size", 0, "[1, 64]"),
     (Verify, "tensor_parallel_size", True, "[1, 64]"),
-    (Verify, "dtype", "fp8", "float32 or bfloat16 or float16"),
+    (Verify, "dtype", "fp8", "float32 or bfloat16 or float16 or auto"),
     (Verify, "expected_vllm", "latest", "a version such as 0.32.0"),
     (Verify, "overrides", {"engine": []}, "a mapping whose engine entry is a mapping"),
     (Verify, "model", "", "a non-empty text"),

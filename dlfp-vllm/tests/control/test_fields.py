@@ -25,6 +25,7 @@ from dlfp.control.fields import (
     pattern,
     refuse_invalid,
     rule,
+    same_as,
     settle,
     switch,
     texts,
@@ -208,3 +209,16 @@ def test_refuse_invalid_raises_the_holders_own_error_or_settles() -> None:
     toy = Toy(low=8.0)  # type: ignore[arg-type]
     refuse_invalid(toy, refuse)
     assert type(toy.low) is int
+
+
+def test_same_as_takes_the_other_fields_rule_with_its_own_default_and_meaning() -> None:
+    @dataclass(frozen=True)
+    class Borrower:
+        low: int = same_as(Toy, "low", 7, "borrowed bounds")
+
+    (f, borrowed), = declared(Borrower)
+    assert f.default == 7 and borrowed.doc == "borrowed bounds"
+    assert (borrowed.unit, borrowed.kind, borrowed.allowed) == ("tokens", "int", rule(Toy, "low").allowed)
+    assert first_invalid(Borrower(low=101)) == ("low", 101, "[1, 100]") and first_invalid(Borrower()) is None
+    with pytest.raises(TypeError, match="bounds name its other fields"):
+        same_as(Toy, "high", 50, "its low bound is a field of Toy")
