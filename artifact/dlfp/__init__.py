@@ -15,8 +15,10 @@ says what it must not import; ``artifact/tests/test_layout.py`` holds both):
 * :mod:`dlfp.vllm`: the scheduler plug-ins, executors and vLLM's command line, thin glue over vLLM 0.32;
 * :mod:`dlfp.sim`: the modeled accelerator (cost model, executor, calibration);
 * :mod:`dlfp.harness`: one arm on an engine: workload, open-loop client, engine, telemetry;
+* :mod:`dlfp.metrics`: latency metrics from a unit's client traces (below the trials: a capacity sweep
+  judges each finished point by them to know where it stops);
 * :mod:`dlfp.trials`: paired trials: configs, design and pre-flight, runner, run folders, provenance;
-* :mod:`dlfp.analysis`: numbers and words from run folders: metrics, statistics, tables, figures;
+* :mod:`dlfp.analysis`: numbers and words from run folders: statistics, tables, figures;
 * :mod:`dlfp.studies`: the studies beyond the paper and the claims' verdicts;
 * :mod:`dlfp.book`: the notebooks in order and the book build; :mod:`dlfp.cluster`: SLURM and
   the GPU-node check; :mod:`dlfp.bench`: benchmarks.
@@ -31,7 +33,7 @@ __path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
 
-LAYERS = ("paths", "control", "vllm", "sim", "harness", "trials", "analysis", "studies", "book", "bench",
+LAYERS = ("paths", "control", "vllm", "sim", "harness", "metrics", "trials", "analysis", "studies", "book", "bench",
           "cluster", "cli")
 """The package's layers, bottom up: a subpackage (or top-level module) of ``dlfp`` imports nothing
 from a layer after its own."""

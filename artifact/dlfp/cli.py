@@ -73,7 +73,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 def _import_bench(args: argparse.Namespace) -> int:
     from dlfp.analysis.bench_serve import load_bench_json
-    from dlfp.analysis.metrics import summarize
+    from dlfp.metrics import summarize
 
     requests, tokens, meta = load_bench_json(args.result)
     summary = summarize(requests, tokens, args.ttft_slo_ms / 1000.0, args.tpot_slo_ms / 1000.0)

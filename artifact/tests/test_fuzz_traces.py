@@ -23,8 +23,7 @@ import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from dlfp import cli
-from dlfp.analysis import metrics
+from dlfp import cli, metrics
 from dlfp.analysis.labels import scope_note, source_line
 from dlfp.analysis.runs import load_run, trial_rows
 from dlfp.harness.arm import ArmResult
@@ -199,7 +198,7 @@ def test_consistently_rewritten_table(good, good_rows, tmp_path_factory, k, arm,
     (run / runfolder.MANIFEST).write_text(json.dumps(manifest))
     rc, err = analyze(run)
     if rc != 0 and f"{run}/trial-{k}/{arm}: requests/tokens: " in err:
-        # The two tables disagree (dlfp.analysis.metrics.summarize): named by the arm's folder, both tables,
+        # The two tables disagree (dlfp.metrics.summarize): named by the arm's folder, both tables,
         # the column and the request, since neither file alone is wrong.
         assert rc == 2 and err.startswith("dlfp: error: ") and err.count("\n") == 1 and "'r0" in err, err
         event(f"{how}: refused (tables disagree)")
@@ -377,7 +376,7 @@ def test_foreign_or_missing_manifest(good, tmp_path_factory) -> None:
     assert_refused(run, "no manifest.json")
 
 
-# Frames handed directly to dlfp.analysis.metrics.
+# Frames handed directly to dlfp.metrics.
 
 chunks = st.lists(st.tuples(st.integers(1, 3), st.floats(1e-4, 0.5)), min_size=1, max_size=6)
 request = st.tuples(st.sampled_from(["ok", "ok", "ok", "failed", "cancelled"]), st.floats(0, 5), st.floats(1e-3, 1),

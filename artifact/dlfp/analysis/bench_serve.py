@@ -1,7 +1,7 @@
 """Import a ``vllm bench serve --save-result --save-detailed`` JSON file as a trial trace.
 
 This lets runs made with vLLM's own benchmark client go through the same metrics and
-statistics as this project's traces (see :mod:`dlfp.analysis.metrics` for the format).
+statistics as this project's traces (see :mod:`dlfp.metrics` for the format).
 
 vLLM's detailed result holds parallel lists, one entry per request: ``input_lens``,
 ``output_lens``, ``ttfts``, ``itls``, ``start_times``, ``generated_texts``, ``errors``.
@@ -13,7 +13,7 @@ arrival equals vLLM's TTFT from send.
 Chunks, not tokens: vLLM records one ITL per received *chunk* after the first, and a chunk
 may carry several tokens. The tokens frame therefore has one row per chunk event (``index``
 counts chunks): index 0 at the first chunk, then one row per ITL at the cumulative time.
-:func:`dlfp.analysis.metrics.itl_gaps` on these rows gives back exactly vLLM's ITL values (up to
+:func:`dlfp.metrics.itl_gaps` on these rows gives back exactly vLLM's ITL values (up to
 float rounding of the cumulative sums), because each row is its own arrival event as long
 as every ITL is > 0. Token counts come from ``output_lens``, not from the row count.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from dlfp.analysis.metrics import REQUEST_COLUMNS, TOKEN_COLUMNS
+from dlfp.metrics import REQUEST_COLUMNS, TOKEN_COLUMNS
 
 LIST_FIELDS = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors")
 SOURCE = "vllm bench serve"

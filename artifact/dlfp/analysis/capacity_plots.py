@@ -54,7 +54,9 @@ def _grid(n: int, rows_per_target: int, width: float, height: float) -> tuple[pl
 def sweep(points: pd.DataFrame, capacity: pd.DataFrame, level: str, title: str) -> plt.Figure:
     """Per target: P99 ITL (top) and goodput (bottom) against the arrival rate at one SLO level, mean
     over trials, one line per family's best arm (named in the goodput panel's legend), the level's ITL
-    SLO dashed, the capacity bound dotted on the goodput panel."""
+    SLO dashed, the capacity bound dotted on the goodput panel. A line ends at the last rate every trial
+    ran: a sweep stops above an arm's failure (:mod:`dlfp.trials.stopping`), and a mean over the trials
+    that went on would show only those that passed below."""
     sns.set_theme(style="whitegrid")
     pts = family_best(points[points.level == level], capacity[capacity.level == level])
     targets = list(dict.fromkeys(pts.target))
@@ -64,7 +66,9 @@ def sweep(points: pd.DataFrame, capacity: pd.DataFrame, level: str, title: str) 
         top, bottom = axes[2 * row, col], axes[2 * row + 1, col]
         t = pts[pts.target == target]
         for fam, g in t.groupby("family", sort=False):
-            m = g.groupby("rate_rps")[["itl_p99_ms", "goodput_rps"]].mean()
+            by_rate = g.groupby("rate_rps")
+            m = by_rate[["itl_p99_ms", "goodput_rps"]].mean()
+            m = m[by_rate["trial"].nunique() == g["trial"].nunique()]  # a mean over the trials that ran: biased
             top.plot(m.index, m.itl_p99_ms, marker="o", markersize=3, color=FAMILY_COLORS[fam])
             bottom.plot(m.index, m.goodput_rps, marker="o", markersize=3, color=FAMILY_COLORS[fam],
                         label=f"{fam}: {g.arm.iloc[0]}")

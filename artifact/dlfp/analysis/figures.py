@@ -17,7 +17,7 @@ import seaborn as sns
 from matplotlib import ticker
 from matplotlib.artist import Artist
 
-from dlfp.analysis import metrics
+from dlfp import metrics
 from dlfp.analysis.families import FAMILIES, FAMILY_COLORS, PAPER_COLOR, arm_styles, run_styles
 from dlfp.analysis.labels import source_line
 from dlfp.analysis.paper import PAPER, reported_itl

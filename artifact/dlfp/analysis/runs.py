@@ -2,7 +2,7 @@
 
 Everything here is recomputed from ``requests``/``tokens`` Parquet tables, each verified against
 the manifest's checksum and the expected schema first (:mod:`dlfp.trials.runfolder`): per trial and arm
-the summary of :func:`dlfp.analysis.metrics.summarize`, exact token accounting against the saved
+the summary of :func:`dlfp.metrics.summarize`, exact token accounting against the saved
 workload, output agreement of every arm with the stock reference, stall events, and per-trial
 paired reductions with a Student's t interval across trials. A run whose stock arm's stalls
 fell outside the design's regime (:mod:`dlfp.trials.design`) is flagged wherever it is shown.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlfp.analysis import metrics
+from dlfp import metrics
 from dlfp.control.params import parse_params
 from dlfp.harness import workload
 from dlfp.harness.driver import output_digest

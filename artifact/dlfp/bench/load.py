@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(n_requests: int, rate: float, model: str, profile: str, seed: int, sample_interval_s: float) -> int:
     """Run the benchmark and print its report; 0 when nothing was lost."""
-    from dlfp.analysis import metrics
+    from dlfp import metrics
     from dlfp.analysis.runs import accounting
     from dlfp.harness.arm import run_arm
     from dlfp.harness.engine import EngineSpec

@@ -27,7 +27,7 @@ from typing import Any
 
 from scipy import stats as sps
 
-from dlfp.analysis import metrics
+from dlfp import metrics
 
 METRICS = ("itl_p99_ms", "ttft_p99_ms", "itl_p50_ms")
 

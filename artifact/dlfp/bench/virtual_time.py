@@ -85,7 +85,7 @@ def _unit(run: Path, arm: str, trial: int) -> tuple[Any, Any, list[Any], int]:
 
 
 def _p99s(result: Any) -> dict[str, float]:
-    from dlfp.analysis import metrics
+    from dlfp import metrics
 
     s = metrics.summarize(result.trace.requests, result.trace.tokens, np.inf, np.inf)
     return {"itl_p99_ms": float(s["itl_p99_ms"]), "ttft_p99_ms": float(s["ttft_p99_ms"])}
@@ -160,7 +160,7 @@ def measured_engine(run: Path, names: Sequence[str], out: Path) -> Path:
 def unit_itl(run: Path, manifest: Manifest, trial: int, arm: str) -> tuple[float, float]:
     """(P50, P99) ITL in ms of one finished unit of ``run``, read from its own verified tables (a capacity
     run's hundreds of other units are not read)."""
-    from dlfp.analysis import metrics
+    from dlfp import metrics
     from dlfp.trials.runfolder import read_table
 
     unit = manifest.unit(trial, arm)

@@ -86,7 +86,7 @@ def run_cost(label: str, workload: Mapping[str, Any], units: Sequence[Unit], sta
              engine_start_s: float, warmup_requests: int = 0, rate: Rate | None = None) -> RunCost:
     """The cost of a run given its planned units (or its manifest's, when it has started)."""
     rate = rate or config_rate(workload)
-    missing = sum(1 for u in units if not u.complete)
+    missing = sum(1 for u in units if not u.settled)
     basis = f"({warmup_requests} warm-up + {workload['n_requests']} requests) at {rate.rps:.3g} req/s, {rate.source}"
     return RunCost(label, missing, arm_span_s(workload, warmup_requests, rate), engine_start_s,
                    preflight_due=not started, load_basis=basis)

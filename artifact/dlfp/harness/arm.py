@@ -84,6 +84,8 @@ class Job:
 
     requests: Sequence[Request]
     begin: Callable[[], Callable[[int], None] | None]
+    wanted: Callable[[], bool] = lambda: True
+    """Asked just before the job would start: False skips it (a capacity sweep that stopped below it)."""
 
 
 def run_arms(spec: EngineSpec, jobs: Sequence[Job], step_log: Path, done: Callable[[int, ArmResult], None],
@@ -100,7 +102,8 @@ def run_arms(spec: EngineSpec, jobs: Sequence[Job], step_log: Path, done: Callab
         from dlfp.harness.virtual import run_workload
 
         for i, job in enumerate(jobs):
-            done(i, run_workload(spec, job.requests, step_log, job.begin()))
+            if job.wanted():
+                done(i, run_workload(spec, job.requests, step_log, job.begin()))
         return
     spec = replace(spec, dlfp={**spec.dlfp, "step_log": str(step_log)})
     first = 1 if warmup else 0  # the warm-up's step-log segment comes first
@@ -111,13 +114,17 @@ def run_arms(spec: EngineSpec, jobs: Sequence[Job], step_log: Path, done: Callab
         if warmup:
             await drive(target, warmup, None)
             await target.engine.reset_prefix_cache()
+        segment = first
         for i, job in enumerate(jobs):
+            if not job.wanted():
+                continue
             with TelemetrySampler(telemetry_interval_s, t0_monotonic=0.0, gpus=gpus) as sampler:
                 trace = await drive(target, job.requests, job.begin())
             telemetry = sampler.frame()
             telemetry["t_s"] -= trace.t0_monotonic
             await target.engine.reset_prefix_cache()  # ends this workload's step-log segment, flushed
-            steps, ran = steps_frame(step_log, trace.t0_monotonic, segment=first + i)
+            steps, ran = steps_frame(step_log, trace.t0_monotonic, segment=segment)
+            segment += 1
             done(i, ArmResult(trace, steps, telemetry, ran))
 
     run_coroutine(with_engine(spec, body))

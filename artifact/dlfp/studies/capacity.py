@@ -40,17 +40,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dlfp.analysis import families, labels, metrics, runs
+from dlfp import metrics
+from dlfp.analysis import families, labels, runs
 from dlfp.analysis.families import family
 from dlfp.analysis.labels import LATE_SEND_MS, source_line
 from dlfp.analysis.runs import RunData, load_run
 from dlfp.analysis.stats import t_ci
 from dlfp.paths import sha256, write_json_atomic
+from dlfp.trials import stopping
 from dlfp.trials import sweep as sweep_design
 from dlfp.trials.armid import ArmId
 from dlfp.trials.arms import REFERENCE
 from dlfp.trials.runfolder import verify_file, write_parquet
 from dlfp.trials.schema import listed_files, read_manifest
+from dlfp.trials.stopping import margin
 
 
 def point_rows(run: RunData, target: str) -> pd.DataFrame:
@@ -58,6 +61,7 @@ def point_rows(run: RunData, target: str) -> pd.DataFrame:
     sweep = (run.manifest.design or {})["sweep"]
     source = source_line(run)
     late = {(u.trial, u.arm): (u.send_lateness_ms or {}).get("p99", math.nan) for u in run.manifest.units}
+    top = max(float(p["rate_rps"]) for p in sweep["arms"].values())  # the grid's, run or not (trials.stopping)
     rows = []
     for k, arm in sorted(run.tables):
         arm_id = ArmId.parse(arm)
@@ -76,14 +80,9 @@ def point_rows(run: RunData, target: str) -> pd.DataFrame:
                 "itl_slo_ms": slo["itl_ms"], "ttft_slo_ms": slo["ttft_ms"], "attainment": attained,
                 "goodput_rps": attained * point["rate_rps"], "span_s": point["n_requests"] / point["rate_rps"],
                 "send_late_p99_ms": float(late.get((k, arm), math.nan)),
-                "bound_rps": sweep["bound_rps"][level], "source": source,
+                "bound_rps": sweep["bound_rps"][level], "top_rate_rps": top, "source": source,
             })
     return pd.DataFrame(rows)
-
-
-def margin(itl_p99_ms: float, ttft_p99_ms: float, itl_slo_ms: float, ttft_slo_ms: float) -> float:
-    """How far the worse of the two P99s is over its SLO, as a share (<= 0: both met)."""
-    return max(itl_p99_ms / itl_slo_ms, ttft_p99_ms / ttft_slo_ms) - 1.0
 
 
 def trial_capacity(rates: Iterable[float], margins: Iterable[float]) -> tuple[float, str, float, float]:
@@ -107,14 +106,18 @@ def trial_capacity(rates: Iterable[float], margins: Iterable[float]) -> tuple[fl
 
 
 def trial_capacities(points: pd.DataFrame) -> pd.DataFrame:
-    """One row per target, level, arm and trial: :func:`trial_capacity` of the trial's sweep (a trial
-    counts only where every point of its target's sweep is present for the arm)."""
+    """One row per target, level, arm and trial: :func:`trial_capacity` of the trial's sweep. A trial counts
+    where its points are its target's lowest rates without a gap, and either all of them or up to a point that
+    fails at this level: a sweep that stopped at a failure (:mod:`dlfp.trials.stopping`) is whole for its
+    capacity, one missing a point below its failure is not."""
     per_trial = []
-    n_points = points.groupby("target")["rate_rps"].nunique()
+    grids = points.groupby("target")["rate_rps"].agg(lambda r: sorted(set(r)))
     for (target, level, arm, trial), g in points.groupby(["target", "level", "arm", "trial"], sort=False):
-        if g["rate_rps"].nunique() < n_points[target]:
-            continue
+        g = g.sort_values("rate_rps")
         m = [margin(*row) for row in g[["itl_p99_ms", "ttft_p99_ms", "itl_slo_ms", "ttft_slo_ms"]].to_numpy()]
+        grid, rates = grids[target], g["rate_rps"].tolist()
+        if rates != grid[:len(rates)] or (len(rates) < len(grid) and all(x <= 0 for x in m)):
+            continue
         cap, censored, lo, hi = trial_capacity(g["rate_rps"].tolist(), m)
         per_trial.append({"target": target, "level": level, "arm": arm, "trial": trial, "capacity_rps": cap,
                           "censored": censored, "bracket_low_rps": lo, "bracket_high_rps": hi})
@@ -133,7 +136,7 @@ def capacity_table(points: pd.DataFrame) -> pd.DataFrame:
     facts = points.groupby(["target", "level"]).agg(
         itl_slo_ms=("itl_slo_ms", "first"), ttft_slo_ms=("ttft_slo_ms", "first"),
         bound_rps=("bound_rps", "first"), source=("source", "first"),
-        min_rate_rps=("rate_rps", "min"), max_rate_rps=("rate_rps", "max"), span_s=("span_s", "min"))
+        min_rate_rps=("rate_rps", "min"), max_rate_rps=("top_rate_rps", "max"), span_s=("span_s", "min"))
     rows = []
     for (target, level, arm), g in trials.groupby(["target", "level", "arm"], sort=False):
         caps = g["capacity_rps"].to_numpy(dtype=float)
@@ -199,12 +202,12 @@ def unfinished(root: Path) -> dict[str, str]:
     for manifest in _manifests(root):
         m = read_manifest(manifest.parent)
         if not m.complete:
-            out[manifest.parent.name] = f"{len(m.complete_units())} of {len(m.units)} units"
+            out[manifest.parent.name] = f"{sum(u.settled for u in m.units)} of {len(m.units)} units"
     return out
 
 
 POINTS, STAMP = "points.parquet", "points.json"
-POINT_CODE = (sys.modules[__name__], metrics, families, labels, runs, sweep_design)
+POINT_CODE = (sys.modules[__name__], metrics, families, labels, runs, sweep_design, stopping)
 """The modules whose source decides a point's numbers: a change to any of them makes a stamp stale."""
 
 

@@ -152,6 +152,11 @@ which no arm meets both SLOs in every trial at the lowest rate swept ranks nothi
 (:func:`dlfp.studies.setting.ranks`). The committed CPU-engine run's tight pair did so at load 0.15 (9.55
 req/s: the fixed budgets missed the ITL SLO, the controllers the TTFT SLO); a third and two thirds of that
 load go below it. The book names every pair that still ranks nothing, which is where to extend next."""
+HIGHER_LOADS: tuple[float, ...] = (1.4, 1.6, 2.0)
+"""Loads above :data:`dlfp.trials.sweep.LOADS` on every target: an arm that meets the SLOs at the top load has
+its capacity censored above (at least the top rate, no interval), and in virtual time every arm met the relaxed
+SLOs at load 1.2 on the modeled A100 with Qwen3-0.6B (and failed them at 1.6, one trial). The sweep stops at an
+arm's failure (:mod:`dlfp.trials.stopping`), so only the arms still passing at 1.2 run these points."""
 CAPACITY_REQUESTS = 160
 """Fewest requests of the top load's units (fewer at lower loads, the same arrival span:
 :func:`dlfp.trials.sweep.requests_at_load`), more where they would arrive faster than
@@ -270,11 +275,11 @@ def _held_slos(arm: dict[str, Any], level: str) -> dict[str, str]:
 
 
 def capacity_loads(target: str) -> tuple[float, ...]:
-    """The loads a target's capacity run sweeps, lowest first: the study's own and the target's
-    :data:`LOWER_LOADS`."""
+    """The loads a target's capacity run sweeps, lowest first: the study's own, the target's :data:`LOWER_LOADS`
+    and :data:`HIGHER_LOADS`."""
     from dlfp.trials.sweep import LOADS
 
-    return tuple(sorted({*LOWER_LOADS.get(target, ()), *LOADS}))
+    return tuple(sorted({*LOWER_LOADS.get(target, ()), *LOADS, *HIGHER_LOADS}))
 
 
 def capacity_arms(target: str, levels: tuple[str, ...] | None = None,

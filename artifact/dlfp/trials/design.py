@@ -158,12 +158,17 @@ class DesignSpec:
                                       nullable=True)
     ttft_slo_ms: float | None = number(None, "ms", 0, 3.6e6, "Capacity designs only: the given TTFT SLO beside "
                                        "itl_slo_ms.", lo_open=True, nullable=True)
+    stop_at_failure: bool = switch(True, "Capacity designs only: a trial's sweep of an arm stops at its first load "
+                                   "that misses the SLOs at every level judging it (dlfp.trials.stopping); false: "
+                                   "every point runs.")
 
     def __post_init__(self) -> None:
         refuse_invalid(self, _refused)
         if (self.kind == "capacity") != (self.load is not None):
             raise ValueError("config field 'design.load' belongs to capacity designs: design.kind: capacity "
                              "needs it, and no other kind takes it")
+        if not self.stop_at_failure and self.kind != "capacity":
+            raise ValueError("config field 'design.stop_at_failure' belongs to capacity designs: no other kind sweeps")
         given = (self.itl_slo_ms, self.ttft_slo_ms)
         if any(v is not None for v in given) and (self.kind != "capacity" or any(v is None for v in given)):
             raise ValueError("config fields 'design.itl_slo_ms' and 'design.ttft_slo_ms' go together, in a "
@@ -296,12 +301,10 @@ def derive(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any]
 
 def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, Any],
               target_fraction: float) -> Design:
-    """A capacity sweep (module docstring; :mod:`dlfp.trials.sweep`): the config's mix, each arm at the
-    rate of its own ``load`` (else ``design.load``, the workload's rate) replaying the first
-    :func:`~dlfp.trials.sweep.requests_at_load` of the trial's requests (at the top load all of them:
-    ``workload.n_requests``, or more for :func:`~dlfp.trials.sweep.min_span_s`), SLOs (and DLFP's
-    ``itl_slo_ms``) at the tight level, nothing refused. The record's ``sweep.arms`` gives each arm's
-    load, rate and requests."""
+    """A capacity sweep (module docstring; :mod:`dlfp.trials.sweep`): the config's mix, each arm at the rate of
+    its own ``load`` (else ``design.load``, the workload's rate) replaying the first ``requests_at_load`` of the
+    trial's requests (the sweep's top load all of them), SLOs (and DLFP's ``itl_slo_ms``) at the tight level,
+    nothing refused. The record's ``sweep.arms`` gives each arm's load, rate and requests."""
     if spec.load is None:  # DesignSpec.parse gives every capacity design its load
         raise ValueError("a capacity design needs design.load")
     design_load = spec.load
@@ -321,6 +324,7 @@ def _capacity(spec: DesignSpec, m: Measured, w: Workload, config: Mapping[str, A
         load = float(a.get("load") or design_load)
         a["rate_rps"] = round_sig(rate_at_load(m, w, long_w, load))
         a["n_requests"] = requests_at_load(load, n_top)
+    n_top = max(n_top, *(a["n_requests"] for a in arms))  # a grid past LOADS: the trial holds its top's requests
     sweep["arms"] = {a["name"]: {"load": float(a.get("load") or design_load), "rate_rps": a["rate_rps"],
                                  "n_requests": a["n_requests"]} for a in arms}
     overrides: dict[str, Any] = {"workload": {"rate_rps": rate, "n_requests": n_top},

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -49,17 +50,51 @@ def simulate_unit(task: Task) -> tuple[int, Any, float]:
     return index, result, time.monotonic() - started
 
 
-def run_units(tasks: Sequence[Task], workers: int, done: Callable[[int, Any, float], None]) -> None:
-    """Simulate ``tasks`` on ``workers`` processes (in this one when 1, or when there is one task) and hand
-    each result to ``done(index, result, wall_s)`` as it arrives."""
+def run_units(indices: Sequence[int], task: Callable[[int], Task], workers: int,
+              done: Callable[[int, Any, float], None], blocked: Callable[[int], bool] = lambda i: False,
+              wanted: Callable[[int], bool] = lambda i: True) -> None:
+    """Simulate the units ``indices`` on ``workers`` processes (in this one when 1, or when there is one unit) and
+    hand each result to ``done(index, result, wall_s)`` as it arrives.
+
+    Units are taken in order, each once it is not ``blocked`` (a capacity sweep's next load waits for the one
+    below it) and dropped when no longer ``wanted`` (its sweep stopped below it); both are asked again after
+    every ``done``. ``task(index)`` builds a unit's task only when it is sent, and at most two per worker wait,
+    so the workloads in flight stay few however many units a run has."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    if workers == 1 or len(tasks) <= 1:
-        for task in tasks:
-            done(*simulate_unit(task))
+    pending = list(indices)
+
+    def ready() -> list[int]:
+        pending[:] = [i for i in pending if wanted(i)]
+        return [i for i in pending if not blocked(i)]
+
+    if workers == 1 or len(pending) <= 1:
+        while go := ready():
+            pending.remove(go[0])
+            done(*simulate_unit(task(go[0])))
+        _check_drained(pending)
         return
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["dlfp.sim.virtual", "dlfp.harness.virtual"])
-    with ctx.Pool(processes=min(workers, len(tasks))) as pool:  # leaving the block terminates the workers
-        for result in pool.imap_unordered(simulate_unit, tasks):
+    results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    in_flight = 0
+    with ctx.Pool(processes=min(workers, len(pending))) as pool:  # leaving the block terminates the workers
+        while True:
+            for i in ready()[:2 * workers - in_flight]:
+                pending.remove(i)
+                pool.apply_async(simulate_unit, (task(i),), callback=results.put, error_callback=results.put)
+                in_flight += 1
+            if not in_flight:
+                break
+            result = results.get()
+            in_flight -= 1
+            if isinstance(result, BaseException):
+                raise result
             done(*result)
+    _check_drained(pending)
+
+
+def _check_drained(pending: list[int]) -> None:
+    """Every unit wanted was run: one left is blocked by a unit that is neither run nor dropped (a caller's bug)."""
+    if pending:
+        raise RuntimeError(f"units {pending[:5]} are blocked by units that never ran")

@@ -203,7 +203,7 @@ class RunProgress:
             self.stream.flush()
 
     def begin(self, log: Path) -> None:
-        todo = sum(not u.complete for u in self.units)
+        todo = sum(not u.settled for u in self.units)
         arms = list(dict.fromkeys(u.arm for u in self.units))
         trials = f"{self.trials} trial{'s' if self.trials != 1 else ''}"
         self.line(f"{todo} of {len(self.units)} units to run ({trials} x {arm_names(arms)}); "
@@ -223,7 +223,7 @@ class RunProgress:
         self.label = self.unit_label(index)
         self.doing = f"{self.label}, {self.units[index].label}"
         arm = ArmProgress(self, len(arm_requests), max((r.arrival_s for r in arm_requests), default=0.0),
-                          units_after=sum(not v.complete for v in self.units[index + 1:]),
+                          units_after=sum(not v.settled for v in self.units[index + 1:]),
                           reused=reused)
         self.line(f"{self.label}: {'engine reused' if reused else 'engine starting'}; {arm.status(arm.began)}")
         return arm
@@ -232,10 +232,16 @@ class RunProgress:
         u = self.units[index]
         return f"trial {u.trial + 1}/{self.trials} {u.arm} (unit {index + 1}/{len(self.units)})"
 
+    def unit_skipped(self, index: int, record: Unit) -> None:
+        """A unit that will not run (:mod:`dlfp.trials.stopping`): why, and what is left."""
+        self.units[index] = record
+        self.line(f"{self.unit_label(index)}: skipped: {record.skipped}; "
+                  f"{sum(u.settled for u in self.units)}/{len(self.units)} units done")
+
     def unit_done(self, index: int, record: Unit) -> None:
         self.units[index] = record
         self.walls.append(float(record.wall_s or 0.0))
-        finished = sum(u.complete for u in self.units)
+        finished = sum(u.settled for u in self.units)
         left = len(self.units) - finished
         eta = run_left_s(0.0, self.walls, left)
         eta = None if eta is None else eta / self.workers

@@ -47,6 +47,7 @@ from dlfp.trials.runfolder import (
     write_parquet,
 )
 from dlfp.trials.schema import Manifest, Unit, write_manifest
+from dlfp.trials.stopping import SKIPPED, Stopping
 
 
 def _workload_for(config: TrialConfig, out: Path, trial: int, seed: int) -> list[workload.Request]:
@@ -99,7 +100,7 @@ def _engine_groups(config: TrialConfig, units: list[Unit]) -> list[list[int]]:
     groups: list[list[int]] = []
     last = None
     for i, unit in enumerate(units):
-        if unit.complete:
+        if unit.settled:
             last = None
             continue
         spec = config.engine_for(unit.arm)
@@ -112,12 +113,16 @@ def _engine_groups(config: TrialConfig, units: list[Unit]) -> list[list[int]]:
 
 
 def _run_group(config: TrialConfig, out: Path, manifest: Manifest, report: RunProgress,
-               workloads: _Workloads, group: list[int]) -> None:
+               workloads: _Workloads, stopping: Stopping, group: list[int]) -> None:
     """Run units ``group`` (one engine configuration) on one engine, each unit's tables written and
-    recorded in the manifest as it finishes, so an interruption loses only the unit in flight."""
+    recorded in the manifest as it finishes, so an interruption loses only the unit in flight; a unit its
+    sweep stopped below is skipped (:mod:`dlfp.trials.stopping`), a group left with none starts no engine."""
     from dlfp.harness import arm
     from dlfp.harness.arm import Job
 
+    group = [i for i in group if not manifest.units[i].settled]
+    if not group:
+        return
     units = [manifest.units[i] for i in group]
     work = [workloads.for_unit(unit) for unit in units]
     started = [0.0]
@@ -129,12 +134,7 @@ def _run_group(config: TrialConfig, out: Path, manifest: Manifest, report: RunPr
         return report.unit(group[j], work[j], reused=j > 0)
 
     def done(j: int, result: Any) -> None:
-        i, unit = group[j], units[j]
-        manifest.units[i] = _finish_unit(config, out, unit, result, time.monotonic() - started[0])
-        manifest.missing = manifest.missing_units()
-        write_manifest(out, manifest)
-        report.unit_done(i, manifest.units[i])
-        _warn_drift(config, out, manifest, i, result.steps, report)
+        _record(config, out, manifest, report, stopping, group[j], result, time.monotonic() - started[0])
 
     first = units[0]
     shared = ", one engine" if len(units) > 1 else ""
@@ -143,7 +143,8 @@ def _run_group(config: TrialConfig, out: Path, manifest: Manifest, report: RunPr
     log = engine_step_log(out)
     log.unlink(missing_ok=True)
     progress = prepare(0)  # the first unit's clock includes the engine's start, as with one engine per unit
-    jobs = [Job(w, (lambda: progress) if j == 0 else functools.partial(prepare, j)) for j, w in enumerate(work)]
+    jobs = [Job(w, (lambda: progress) if j == 0 else functools.partial(prepare, j),
+                functools.partial(lambda i: not manifest.units[i].settled, group[j])) for j, w in enumerate(work)]
     spec = config.engine_for(first.arm)
     try:
         with output_to(engine_log(out), f"{header} (seed {first.seed}{shared})"):
@@ -157,25 +158,49 @@ def _run_group(config: TrialConfig, out: Path, manifest: Manifest, report: RunPr
 
 
 def _run_virtual(config: TrialConfig, out: Path, manifest: Manifest, report: RunProgress,
-                 workloads: _Workloads, workers: int) -> None:
+                 workloads: _Workloads, stopping: Stopping, workers: int) -> None:
     """Every missing unit of a virtual-time run, on ``workers`` processes (:mod:`dlfp.trials.parallel`), each
-    written and recorded as it finishes."""
+    written and recorded as it finishes; a sweep's loads of one arm in order, none past where it stops."""
     from dlfp.trials.parallel import run_units
 
-    tasks = [(i, config.engine_for(unit.arm), workloads.for_unit(unit))
-             for i, unit in enumerate(manifest.units) if not unit.complete]
+    indices = [i for i, unit in enumerate(manifest.units) if not unit.settled]
     report.workers = workers
+
+    def task(i: int) -> Any:
+        return i, config.engine_for(manifest.units[i].arm), workloads.for_unit(manifest.units[i])
 
     def done(i: int, result: Any, wall_s: float) -> None:
         _fresh_partial(out, manifest.units[i])
-        manifest.units[i] = _finish_unit(config, out, manifest.units[i], result, wall_s)
-        manifest.missing = manifest.missing_units()
-        write_manifest(out, manifest)
-        report.unit_done(i, manifest.units[i])
-        _warn_drift(config, out, manifest, i, result.steps, report)
+        _record(config, out, manifest, report, stopping, i, result, wall_s)
 
-    with output_to(engine_log(out), f"===== {now()} {len(tasks)} virtual units on {workers} worker(s)"):
-        run_units(tasks, workers, done)
+    with output_to(engine_log(out), f"===== {now()} {len(indices)} virtual units on {workers} worker(s)"):
+        run_units(indices, task, workers, done, blocked=stopping.blocked,
+                  wanted=lambda i: not manifest.units[i].settled)
+
+
+def _record(config: TrialConfig, out: Path, manifest: Manifest, report: RunProgress, stopping: Stopping,
+            index: int, result: Any, wall_s: float) -> None:
+    """A finished unit: its tables in place and its record in the manifest, with the units its sweep now skips
+    (one manifest write, so a crash never leaves a failure recorded without what it stops)."""
+    unit = _finish_unit(config, out, manifest.units[index], result, wall_s)
+    manifest.units[index] = dataclasses.replace(
+        unit, margins=stopping.margins(index, result.trace.requests, result.trace.tokens))
+    skipped = _skip(manifest, stopping, index)
+    manifest.missing = manifest.missing_units()
+    write_manifest(out, manifest)
+    report.unit_done(index, manifest.units[index])
+    for j in skipped:
+        report.unit_skipped(j, manifest.units[j])
+    _warn_drift(config, out, manifest, index, result.steps, report)
+
+
+def _skip(manifest: Manifest, stopping: Stopping, finished: int | None = None) -> list[int]:
+    """Mark every unit the stopping rule now rules out (after unit ``finished``: in its chain) as skipped, in
+    memory; their indices."""
+    ruled_out = stopping.to_skip(finished)
+    for j, why in ruled_out.items():
+        manifest.units[j] = dataclasses.replace(manifest.units[j], status=SKIPPED, skipped=why)
+    return sorted(ruled_out)
 
 
 def _warn_drift(config: TrialConfig, out: Path, manifest: Manifest, index: int, steps: pd.DataFrame,
@@ -302,12 +327,16 @@ def _run_units(config: TrialConfig, out: Path, manifest: Manifest, report: RunPr
     try:
         config = _design(config, out, manifest, report)
         workloads = _Workloads(config, out, manifest)
+        stopping = Stopping(manifest, config.design.kind == "capacity" and config.design.stop_at_failure)
+        if _skip(manifest, stopping):  # resumed: what the failures it recorded already rule out
+            manifest.missing = manifest.missing_units()
+            write_manifest(out, manifest)
         if config.engine.virtual:
             from dlfp.trials.parallel import default_workers
 
-            _run_virtual(config, out, manifest, report, workloads, workers or default_workers())
+            _run_virtual(config, out, manifest, report, workloads, stopping, workers or default_workers())
         for group in _engine_groups(config, manifest.units):
-            _run_group(config, out, manifest, report, workloads, group)
+            _run_group(config, out, manifest, report, workloads, stopping, group)
     except BaseException as exc:
         stop.stopping = True  # signals from here on are only noted: the manifest write must finish
         if manifest.status == "refused":

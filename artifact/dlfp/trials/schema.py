@@ -57,12 +57,23 @@ class Unit:
     """``<table>.parquet`` -> sha256, for a complete unit."""
     ran: Record | None = None
     """What the engine reports it ran (:data:`dlfp.harness.result.RAN`)."""
+    margins: dict[str, float | None] | None = None
+    """A capacity sweep's unit: per SLO level judging it, how far its worse P99 is over the SLO (a share; None:
+    nothing to judge), recorded as it finishes (:mod:`dlfp.trials.stopping`)."""
+    skipped: str | None = None
+    """Why a ``skipped`` unit did not run: its sweep stopped at a lower load (:mod:`dlfp.trials.stopping`)."""
     extra: Record = field(default_factory=dict)
     """Fields this code does not know, written back unchanged (as :attr:`Manifest.extra`)."""
 
     @property
     def complete(self) -> bool:
+        """Run, its tables written."""
         return self.status == "complete"
+
+    @property
+    def settled(self) -> bool:
+        """Nothing left to do: complete, or skipped by design (a skipped unit has no tables)."""
+        return self.status in ("complete", "skipped")
 
     @property
     def label(self) -> str:
@@ -73,7 +84,7 @@ class Unit:
         out: Record = {"trial": self.trial, "seed": self.seed, "arm": self.arm, "status": self.status}
         if self.seed is None:
             del out["seed"]
-        for key in ("finished", "wall_s", "send_lateness_ms", "files", "ran"):
+        for key in ("finished", "wall_s", "send_lateness_ms", "files", "ran", "margins", "skipped"):
             value = getattr(self, key)
             if value is not None and (value or key != "files"):
                 out[key] = value
@@ -146,7 +157,8 @@ class Manifest:
         return [u for u in self.units if u.complete]
 
     def missing_units(self) -> list[str]:
-        return [u.label for u in self.units if not u.complete]
+        """Units still to run (a skipped unit is not missing: its sweep stopped below it)."""
+        return [u.label for u in self.units if not u.settled]
 
     def unit(self, trial: int, arm: str) -> Unit:
         for u in self.units:
@@ -235,7 +247,10 @@ def _unit_ok(u: Any) -> bool:
             and isinstance(files, dict) and all(isinstance(v, str) for v in files.values())
             and (u.get("seed") is None or _is_int(u["seed"]))
             and all(u.get(k) is None or isinstance(u[k], t) for k, t in (
-                ("finished", str), ("wall_s", (int, float)), ("send_lateness_ms", dict), ("ran", dict))))
+                ("finished", str), ("wall_s", (int, float)), ("send_lateness_ms", dict), ("ran", dict),
+                ("margins", dict), ("skipped", str)))
+            and all(m is None or (isinstance(m, (int, float)) and not isinstance(m, bool))
+                    for m in (u.get("margins") or {}).values()))
 
 
 def _check_plan(path: Path, manifest: Record) -> None:
@@ -301,7 +316,7 @@ def identity_verified(path: Path, manifest: Manifest) -> bool:
 
 def check_status(run_dir: Path, manifest: Manifest, allow_partial: bool) -> None:
     """Refuse an unfinished run unless the caller asked for its finished arms explicitly."""
-    if manifest.complete and any(not u.complete for u in manifest.units):
+    if manifest.complete and any(not u.settled for u in manifest.units):
         raise RunFolderError(f"{Path(run_dir) / MANIFEST}: field 'status' says complete, but some of its units do "
                              "not; the manifest was edited: restore it from version control")
     if manifest.complete or allow_partial:

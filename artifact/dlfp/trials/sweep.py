@@ -99,10 +99,11 @@ def top_requests(n_requests: int, top_rate_rps: float, span_s: float) -> int:
 
 
 def requests_at_load(load: float, n_top: int) -> int:
-    """Requests a point at ``load`` replays when the top load replays ``n_top``: the same arrival span
-    at every load (a fixed count would give high rates a span too short to reach a steady state, and
-    low rates one long for nothing), but at least :data:`MIN_REQUESTS`; the first of the trial's."""
-    return min(n_top, max(MIN_REQUESTS, round(n_top * load / LOADS[-1])))
+    """Requests a point at ``load`` replays when the top load of :data:`LOADS` replays ``n_top``: the same
+    arrival span at every load (a fixed count would give high rates a span too short to reach a steady state,
+    and low rates one long for nothing; a grid reaching past :data:`LOADS` replays more), but at least
+    :data:`MIN_REQUESTS`; the first of the trial's."""
+    return max(MIN_REQUESTS, round(n_top * load / LOADS[-1]))
 
 
 def slo_levels(m: Measured, w: Workload) -> dict[str, dict[str, float]]:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from dlfp.analysis.bench_serve import load_bench_json
-from dlfp.analysis.metrics import itl_gaps
+from dlfp.metrics import itl_gaps
 
 NAN = math.nan
 

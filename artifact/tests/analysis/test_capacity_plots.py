@@ -19,6 +19,7 @@ def _points() -> pd.DataFrame:
                     rows.append({"target": "a100-qwen3-0.6b", "level": level, "arm": arm, "family": fam,
                                  "trial": trial, "rate_rps": rate, "itl_p99_ms": 10.0 * rate / (cap + trial),
                                  "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0, "ttft_slo_ms": 100.0, "bound_rps": 9.0,
+                                 "top_rate_rps": 8.0,
                                  "span_s": 4.0, "send_late_p99_ms": 1.0, "goodput_rps": min(rate, cap),
                                  "source": "simulated (cost profile a100)"})
     return pd.DataFrame(rows)

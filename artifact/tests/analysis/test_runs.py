@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlfp.analysis import metrics
+from dlfp import metrics
 from dlfp.analysis.labels import measured_on, scope_note
 from dlfp.analysis.runs import (
     RunData,

@@ -24,10 +24,10 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from dlfp.analysis.metrics import itl_gaps
 from dlfp.harness.arm import ArmResult, Job, run_arm, run_arms
 from dlfp.harness.engine import EngineSpec
 from dlfp.harness.workload import Request
+from dlfp.metrics import itl_gaps
 
 pytestmark = pytest.mark.slow
 

@@ -69,7 +69,8 @@ def _points(arm: str, caps: list[float], level: str = "tight") -> list[dict]:
             rows.append({"target": "t", "level": level, "arm": arm, "family": "x", "trial": trial,
                          "rate_rps": float(rate),
                          "itl_p99_ms": 10.0 * rate / cap, "ttft_p99_ms": 1.0, "itl_slo_ms": 10.0,
-                         "ttft_slo_ms": 100.0, "bound_rps": 8.0, "span_s": 4.0 if rate < 6 else 2.0,
+                         "ttft_slo_ms": 100.0, "bound_rps": 8.0, "top_rate_rps": 6.0,
+                         "span_s": 4.0 if rate < 6 else 2.0,
                          "send_late_p99_ms": 50.0 if rate == 6 and trial == 0 else 1.0,
                          "source": "simulated (cost profile a100)"})
     return rows
@@ -93,11 +94,13 @@ def test_the_table_gives_each_arm_its_mean_interval_and_ratio_to_stock() -> None
     assert math.isnan(t.loc["mbt-256", "ci_low_rps"])
 
 
-def test_a_trial_missing_a_point_does_not_count() -> None:
+def test_a_trial_missing_a_point_below_its_failure_does_not_count_one_stopped_above_it_does() -> None:
     points = pd.DataFrame(_points("stock", [2.0, 3.0]))
-    points = points[~((points.trial == 1) & (points.rate_rps == 6.0))]
-    t = capacity_table(points)
+    gap = points[~((points.trial == 1) & (points.rate_rps == 2.0))]  # below its failure at 4 req/s
+    t = capacity_table(gap)
     assert t.loc[0, "n_trials"] == 1 and t.loc[0, "capacity_rps"] == pytest.approx(2.0)
+    stopped = points[~((points.trial == 1) & (points.rate_rps > 4.0))]  # a sweep stopped at its failure
+    assert capacity_table(stopped).equals(capacity_table(points).assign(n_points=capacity_table(stopped).n_points))
 
 
 def test_the_per_trial_capacities_are_those_the_table_averages() -> None:

@@ -59,8 +59,8 @@ def _points() -> pd.DataFrame:
                 for load, rate in enumerate(RATES):
                     rows.append({"target": target, "level": "tight", "arm": arm, "family": arm, "trial": k, "seed": k,
                                  "load": load, "rate_rps": rate, "itl_p99_ms": 5.0, "ttft_p99_ms": 100.0 * rate / c,
-                                 "itl_slo_ms": 10.0, "ttft_slo_ms": 100.0, "bound_rps": 8.0, "span_s": 60.0,
-                                 "send_late_p99_ms": 0.0, "source": "simulated"})
+                                 "itl_slo_ms": 10.0, "ttft_slo_ms": 100.0, "bound_rps": 8.0, "top_rate_rps": max(RATES),
+                                 "span_s": 60.0, "send_late_p99_ms": 0.0, "source": "simulated"})
     return pd.DataFrame(rows)
 
 
@@ -204,7 +204,8 @@ def test_settling_names_the_trial_count_from_which_a_standing_held() -> None:
             "dlfp-deadline": [3.0] * 6}
     rows = [{"target": "a", "level": "tight", "arm": arm, "family": arm, "trial": k, "seed": k, "load": load,
              "rate_rps": rate, "itl_p99_ms": 5.0, "ttft_p99_ms": 100.0 * rate / c, "itl_slo_ms": 10.0,
-             "ttft_slo_ms": 100.0, "bound_rps": 8.0, "span_s": 60.0, "send_late_p99_ms": 0.0, "source": "simulated"}
+             "ttft_slo_ms": 100.0, "bound_rps": 8.0, "top_rate_rps": max(RATES), "span_s": 60.0,
+             "send_late_p99_ms": 0.0, "source": "simulated"}
             for arm, per_trial in caps.items() for k, c in enumerate(per_trial) for load, rate in enumerate(RATES)]
     settled = settling(load_goal(), pd.DataFrame(rows)).set_index("arm")
     slo, deadline = settled.loc["dlfp-slo"], settled.loc["dlfp-deadline"]

@@ -60,12 +60,12 @@ def test_cadence_arms_parse_as_arms_of_a_study_config() -> None:
         assert cfg.engine_for("cadence-4-cap").dlfp["enabled"] is True
 
 
-def test_a_target_with_lower_loads_sweeps_them_below_the_studys_own() -> None:
+def test_a_target_with_lower_loads_sweeps_them_below_the_studys_own_and_every_one_reaches_higher() -> None:
     from dlfp.trials.sweep import LOADS
 
-    assert plans.capacity_loads("a100-qwen3-8b") == LOADS
-    assert plans.capacity_loads("cpu-tiny") == (*plans.LOWER_LOADS["cpu-tiny"], *LOADS)
-    assert all(x < LOADS[0] for x in plans.LOWER_LOADS["cpu-tiny"])
+    assert plans.capacity_loads("a100-qwen3-8b") == (*LOADS, *plans.HIGHER_LOADS)
+    assert plans.capacity_loads("cpu-tiny") == (*plans.LOWER_LOADS["cpu-tiny"], *LOADS, *plans.HIGHER_LOADS)
+    assert all(x < LOADS[0] for x in plans.LOWER_LOADS["cpu-tiny"]) and min(plans.HIGHER_LOADS) > LOADS[-1]
     cfg = dict(plans.capacity(targets=("cpu-tiny",)))[plans.Path("cpu-tiny")]
     assert cfg.arm("mbt-512_0.05").load == 0.05 and cfg.arm("stock_0.15").load == 0.15
     assert cfg.arm("dlfp-slo.tight_0.1").dlfp["itl_slo_ms"] == "@itl_slo_tight"
@@ -91,7 +91,7 @@ def test_the_capacity_plan_runs_every_arm_at_every_load_and_slo_arms_per_level()
         # An arm's loads are consecutive (one engine serves them), the plain stock is the lowest load's, which
         # is the design's own.
         names = cfg.arm_names
-        assert names[:len(loads)] == ("stock", *(f"stock_{lv:g}" for lv in loads[1:]))
+        assert names[:len(loads)] == ("stock", *(f"stock_{lv}" for lv in loads[1:]))
         assert cfg.design.load == loads[0]
         assert cfg.arm("dlfp-slo.tight_0.6").dlfp == {"controller": "slo", "saturation_guard": True,
                                                       "itl_slo_ms": "@itl_slo_tight"}

@@ -19,9 +19,9 @@ def _tasks() -> list[parallel.Task]:
 @pytest.mark.slow
 def test_units_on_two_workers_are_the_units_in_this_process() -> None:
     here: dict[int, object] = {}
-    parallel.run_units(_tasks(), 1, lambda i, r, wall: here.__setitem__(i, r))
+    parallel.run_units(range(3), _tasks().__getitem__, 1, lambda i, r, wall: here.__setitem__(i, r))
     there: dict[int, object] = {}
-    parallel.run_units(_tasks(), 2, lambda i, r, wall: there.__setitem__(i, r))
+    parallel.run_units(range(3), _tasks().__getitem__, 2, lambda i, r, wall: there.__setitem__(i, r))
     assert sorted(here) == sorted(there) == [0, 1, 2]
     for i in here:
         assert here[i].trace.tokens.equals(there[i].trace.tokens)
@@ -30,5 +30,5 @@ def test_units_on_two_workers_are_the_units_in_this_process() -> None:
 
 def test_workers_must_be_positive_and_default_to_this_process_cores() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        parallel.run_units([], 0, lambda *a: None)
+        parallel.run_units([], _tasks().__getitem__, 0, lambda *a: None)
     assert parallel.default_workers() >= 1

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlfp.analysis.metrics import (
+from dlfp.metrics import (
     itl_gaps,
     output_agreement,
     percentiles,
