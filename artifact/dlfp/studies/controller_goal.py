@@ -158,7 +158,10 @@ YES, NO, UNREAD = "yes", "no", "cannot tell"
 def _ttft_at_capacity(points: pd.DataFrame, arm: str, capacity: float) -> tuple[float, float, float, str]:
     """At the highest rate swept at or below ``capacity`` (trials' means): that rate, ``arm``'s P99 TTFT
     (ms), the lowest P99 TTFT among the arms that meet the ITL SLO there and which arm that is (NaN and ''
-    where the rate or such an arm is missing)."""
+    where the rate or such an arm is missing). A point counts where every trial of its arm ran it: a sweep stops
+    above an arm's failure (:mod:`dlfp.trials.stopping`), and a mean over the trials that went on is biased."""
+    ran = points.groupby(["arm", "load"])["trial"].transform("nunique")
+    points = points[ran == points.groupby("arm")["trial"].transform("nunique")]
     means = points.groupby(["arm", "load"], sort=False)[["rate_rps", "itl_p99_ms", "ttft_p99_ms", "itl_slo_ms"]].mean()
     own = means.loc[arm] if arm in means.index.get_level_values(0) else means.iloc[:0]
     below = own[own.rate_rps <= capacity * (1 + 1e-9)]

@@ -243,3 +243,14 @@ def test_the_settling_sentence_says_which_standings_held_which_moved_and_which_r
     assert "1 changed at the last count, so more trials might still move them" in said and "9 yes, 10 no)" in said
     assert "1 cannot be read on the last count (dlfp-deadline on a relaxed: a capacity censored" in said
     assert settling_sentence(rows.iloc[:0]).startswith("No pair was judged")
+
+
+def test_the_ttft_at_capacity_reads_no_rate_that_a_trial_of_the_arm_skipped() -> None:
+    """A sweep stops above an arm's failure (dlfp.trials.stopping): a rate only the passing trials ran would give a
+    mean over them alone, so the rate read is the highest every trial ran."""
+    from dlfp.studies.controller_goal import _ttft_at_capacity
+
+    rows = [{"arm": "a", "trial": k, "load": load, "rate_rps": rate, "itl_p99_ms": 5.0, "ttft_p99_ms": 10.0 * rate,
+             "itl_slo_ms": 10.0} for k in (0, 1) for load, rate in enumerate((1.0, 2.0, 3.0)) if (k, load) != (1, 2)]
+    rate, ttft, best, by = _ttft_at_capacity(pd.DataFrame(rows), "a", 3.5)
+    assert (rate, ttft, best, by) == (2.0, 20.0, 20.0, "a")
