@@ -24,14 +24,17 @@ from dlfp.trials.schema import Manifest, read_manifest, write_manifest
 def virtual_config(manifest: Manifest, arms: Iterable[str] | None = None,
                    engine: str | None = None) -> TrialConfig:
     """The config of a recorded simulated run on the virtual clock: fields that only a started engine uses
-    at their defaults, only ``arms`` (with the reference arm) where given, and the engine-core cost profile
-    ``engine`` where given (else the default)."""
+    at their defaults, only ``arms`` (with the reference arm) where given, the engine-core cost profile
+    ``engine`` where given (else the default), and a capacity sweep's every point (a comparison unit by unit
+    replays what the recorded run ran, not where the virtual one would stop: :mod:`dlfp.trials.stopping`)."""
     raw = dict(manifest.config)
     if (raw.get("engine") or {}).get("sim") is None:
         raise RunFolderError(f"run {manifest.name!r} ran a real model, not the modeled accelerator: "
                              "there is nothing to replay in virtual time")
     raw = merge(raw, {"engine": {"sim": {"clock": "virtual", **({"engine": engine} if engine else {})}}})
     raw.update({key: CPU_DEFAULT[key] for key in REAL_TIME_ONLY})
+    if (raw.get("design") or {}).get("kind") == "capacity":  # the same units as the recorded run, not its own stops
+        raw["design"] = {**raw["design"], "stop_at_failure": False}
     if arms is not None:
         keep = {*arms, REFERENCE}
         raw["arms"] = [a for a in raw["arms"] if a["name"] in keep]
